@@ -1,0 +1,33 @@
+# `make train` and `make test` each create .venv (with pip) when it is missing, then run.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: train test lint typecheck unit clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e ".[dev]"
+	touch $@
+
+## Train the default experiment, then test its best checkpoint.
+train: $(VENV)/.installed
+	$(PY) -m project fit
+	$(PY) -m project test --ckpt_path best
+
+## Lint, type-check and run the test suite (CPU, offline).
+test: lint typecheck unit
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(PY) -m mypy
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest
+
+clean:
+	rm -rf $(VENV) logs .mypy_cache .ruff_cache .pytest_cache

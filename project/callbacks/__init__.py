@@ -1,0 +1,19 @@
+"""Callbacks of this project (everything Lightning already has is used from Lightning)."""
+
+from project.callbacks.lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
+from project.callbacks.memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
+from project.callbacks.prediction_writer import CSVPredictionWriter
+from project.callbacks.reproducibility import ExactResume, collect_rng_states, epoch_seed, set_rng_states
+
+__all__ = [
+    "CSVPredictionWriter",
+    "ExactResume",
+    "MemoryGrowthWarning",
+    "MemoryMonitor",
+    "WarmupCosineSchedule",
+    "collect_rng_states",
+    "epoch_seed",
+    "memory_stats_mib",
+    "set_rng_states",
+    "warmup_cosine_factor",
+]

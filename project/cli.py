@@ -1,0 +1,187 @@
+"""The command line: ``python -m project {fit,validate,test,predict}`` (a LightningCLI).
+
+Everything is configured from YAML files (``--config``, repeatable, later files win) and dotted
+overrides (``--model.optimizer.lr=3e-4``). With no arguments, ``fit`` trains the default experiment:
+an :class:`~project.models.ImageClassifier` with a :class:`~project.models.SimpleCNN` backbone on
+:class:`~project.data.DigitsDataModule`. Each run writes into a new folder ``<logs_dir>/<run name>``
+(default ``./logs``): checkpoints, the resolved ``config.yaml``, ``metrics.csv`` and predictions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from jsonargparse import Namespace, lazy_instance
+from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import CSVLogger
+
+from project.callbacks import CSVPredictionWriter, ExactResume, MemoryMonitor, WarmupCosineSchedule
+from project.runs import CHECKPOINT_ALIASES, create_run_dir, find_checkpoint
+
+DEFAULT_MODEL = "project.models.ImageClassifier"
+DEFAULT_BACKBONE = "project.models.SimpleCNN"
+DEFAULT_DATA = "project.data.DigitsDataModule"
+
+#: Trainer defaults for the default experiment (each can be overridden, e.g. ``--trainer.max_epochs=5``).
+TRAINER_DEFAULTS: dict[str, Any] = {
+    "max_epochs": 30,
+    "log_every_n_steps": 10,
+    "gradient_clip_val": 1.0,
+    "gradient_clip_algorithm": "norm",
+    "logger": lazy_instance(CSVLogger, save_dir="logs"),
+}
+
+
+def _set_logger_dirs(logger: Any, run_dir: Path) -> Any:
+    """Point a logger config (a ``class_path`` namespace, or a list of them) at ``run_dir``.
+
+    CSV and TensorBoard loggers write straight into the run folder (empty ``name`` and ``version``);
+    W&B keeps its files in ``<run_dir>/wandb`` and is named after the run folder unless a name is set.
+    """
+    if isinstance(logger, list):
+        return [_set_logger_dirs(item, run_dir) for item in logger]
+    if not isinstance(logger, Namespace) or "class_path" not in logger:
+        return logger
+    init_args = logger.get("init_args") or Namespace()
+    class_name = logger.class_path.rsplit(".", 1)[-1]
+    init_args.save_dir = str(run_dir)
+    if class_name in ("CSVLogger", "TensorBoardLogger"):
+        init_args.name = ""
+        init_args.version = ""
+    elif class_name == "WandbLogger" and not init_args.get("name"):
+        init_args.name = run_dir.name
+    logger.init_args = init_args
+    return logger
+
+
+def check_sync_batchnorm(parser: LightningArgumentParser, trainer: Namespace) -> None:
+    """Stop with a clear message when ``trainer.sync_batchnorm`` is asked for without CUDA.
+
+    ``torch.nn.SyncBatchNorm`` only runs on CUDA modules; on CPU it fails inside the DDP workers with
+    a torch traceback. This check runs right after parsing, before anything is built or launched,
+    and exits with code 2.
+    """
+    if not trainer.get("sync_batchnorm"):
+        return
+    accelerator = trainer.get("accelerator")
+    accelerator_name = accelerator if isinstance(accelerator, str) else getattr(accelerator, "class_path", "")
+    on_cpu = accelerator_name == "cpu" or (accelerator_name == "auto" and not torch.cuda.is_available())
+    if on_cpu or not torch.cuda.is_available():
+        parser.error(
+            f"trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU), "
+            f"but accelerator={accelerator_name!r} and CUDA available={torch.cuda.is_available()}. "
+            "Fix: drop --trainer.sync_batchnorm (or set it to false) on CPU, or run on GPUs with "
+            "--config configs/trainer/ddp_gpu.yaml."
+        )
+
+
+class ProjectCLI(LightningCLI):
+    """LightningCLI with this project's defaults, run folders and checkpoint shortcuts.
+
+    Extra arguments (for every subcommand):
+        ``--logs_dir``: folder that holds one folder per run (default ``logs``, relative to the cwd).
+        ``--run_name``: name of this run's folder (default: timestamp and subcommand).
+        ``--checkpoint.*``: the always-present ``ModelCheckpoint`` (best by ``val/acc`` as
+        ``checkpoints/best.ckpt``, plus ``checkpoints/last.ckpt``).
+        ``--lr_schedule.*``: :class:`~project.callbacks.WarmupCosineSchedule` (on by default).
+        ``--memory.*``: :class:`~project.callbacks.MemoryMonitor` (on by default).
+        ``--exact_resume.*``: :class:`~project.callbacks.ExactResume` (on by default).
+        ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
+        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
+    """
+
+    def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
+        kwargs.setdefault("model_class", LightningModule)
+        kwargs.setdefault("datamodule_class", LightningDataModule)
+        kwargs.setdefault("subclass_mode_model", True)
+        kwargs.setdefault("subclass_mode_data", True)
+        kwargs.setdefault("seed_everything_default", 42)
+        kwargs.setdefault("trainer_defaults", TRAINER_DEFAULTS)
+        kwargs.setdefault("auto_configure_optimizers", False)
+        kwargs.setdefault("save_config_kwargs", {"overwrite": False})
+        kwargs.setdefault("parser_kwargs", {"prog": f"python -m {__package__}"})
+        super().__init__(args=args, run=run, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Add run-folder arguments, the checkpoint group and the default model and data."""
+        parser.add_argument("--logs_dir", type=str, default="logs", help="Folder with one subfolder per run.")
+        parser.add_argument(
+            "--run_name", type=str | None, default=None, help="Run folder name (default: auto)."
+        )
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
+        parser.add_lightning_class_args(MemoryMonitor, "memory")
+        parser.add_lightning_class_args(ExactResume, "exact_resume")
+        parser.set_defaults(
+            {
+                "model": {
+                    "class_path": DEFAULT_MODEL,
+                    "init_args": {"backbone": {"class_path": DEFAULT_BACKBONE}},
+                },
+                "data": {"class_path": DEFAULT_DATA},
+                "checkpoint.monitor": "val/acc",
+                "checkpoint.mode": "max",
+                "checkpoint.filename": "best",
+                "checkpoint.save_top_k": 1,
+                "checkpoint.save_last": True,
+            }
+        )
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        config = self.config[subcommand] if subcommand else self.config
+        check_sync_batchnorm(parser, config.trainer)
+        if not subcommand:
+            return
+        if subcommand != "fit":
+            # The checkpoint callback is inert outside fit; don't warn that its folder is new.
+            warnings.filterwarnings("ignore", message="The dirpath has changed from")
+        ckpt_path = config.get("ckpt_path")
+        if ckpt_path in CHECKPOINT_ALIASES:
+            try:
+                config.ckpt_path = str(find_checkpoint(config.logs_dir, ckpt_path))
+            except FileNotFoundError as error:
+                parser.error(str(error))
+            print(f"--ckpt_path={ckpt_path} -> {config.ckpt_path}")
+        elif ckpt_path is not None and not Path(ckpt_path).is_file():
+            parser.error(
+                f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
+                f"the newest run under --logs_dir={config.logs_dir!r}"
+            )
+
+    def before_instantiate_classes(self) -> None:
+        """Create this run's folder and point the trainer, logger and checkpoints at it."""
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        self.run_dir = create_run_dir(config.logs_dir, self.subcommand or "run", config.run_name)
+        config.trainer.default_root_dir = str(self.run_dir)
+        config.trainer.logger = _set_logger_dirs(config.trainer.logger, self.run_dir)
+        if config.checkpoint.dirpath is None:
+            config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
+
+    def after_instantiate_classes(self) -> None:
+        """Attach the CSV prediction writer for ``predict``."""
+        if self.subcommand == "predict":
+            self.trainer.callbacks.append(CSVPredictionWriter())  # type: ignore[attr-defined]
+
+    def after_fit(self) -> None:
+        """Say where the run folder and the best checkpoint are."""
+        callback = self.trainer.checkpoint_callback
+        if self.trainer.is_global_zero:
+            print(f"Run folder: {self.run_dir}")
+            if isinstance(callback, ModelCheckpoint) and callback.best_model_path:
+                print(
+                    f"Best checkpoint ({callback.monitor}={float(callback.best_model_score or 0):.4f}): "
+                    f"{callback.best_model_path}"
+                )
+
+
+def main(args: ArgsType = None) -> None:
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``)."""
+    ProjectCLI(args=args)

@@ -1,0 +1,151 @@
+"""What every DataModule in this project shares: DataLoader settings and train-split statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningDataModule
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+
+class TensorDataset(Dataset[tuple[Tensor, Tensor]]):
+    """In-memory images with labels and an optional per-sample transform.
+
+    Args:
+        inputs: ``[N, ...]`` float tensor (images ``[N, C, H, W]`` scaled to ``[0, 1]``).
+        targets: ``[N]`` tensor (int64 class labels or float regression targets).
+        transform: Applied to one input ``[...]`` at a time (augmentation, then normalisation).
+    """
+
+    def __init__(self, inputs: Tensor, targets: Tensor, transform: Callable[[Tensor], Tensor] | None = None):
+        if len(inputs) != len(targets):
+            raise ValueError(f"inputs has {len(inputs)} samples but targets has {len(targets)}")
+        self.inputs = inputs
+        self.targets = targets
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        x = self.inputs[index]
+        if self.transform is not None:
+            x = self.transform(x)
+        return x, self.targets[index]
+
+
+def channel_mean_std(images: Tensor) -> tuple[list[float], list[float]]:
+    """Per-channel mean and standard deviation of ``images`` ``[N, C, H, W]`` (any float dtype).
+
+    Compute them on the training split only, then normalise every split with them (PRACTICES.md
+    row 16). Returns two lists of ``C`` Python floats; raises ``ValueError`` for an empty tensor or a
+    constant channel (its std would be 0 and normalising would divide by zero).
+    """
+    if images.ndim != 4 or images.shape[0] == 0:
+        raise ValueError(f"expected a non-empty [N, C, H, W] tensor, got shape {tuple(images.shape)}")
+    flat = images.double().transpose(0, 1).reshape(images.shape[1], -1)
+    mean, std = flat.mean(dim=1), flat.std(dim=1)
+    if bool((std == 0).any()):
+        raise ValueError(f"a channel is constant (std {std.tolist()}); it cannot be normalised")
+    return mean.tolist(), std.tolist()
+
+
+def seeded_split(num_samples: int, fractions: Sequence[float], seed: int) -> list[Tensor]:
+    """Split ``range(num_samples)`` into ``len(fractions) + 1`` disjoint index tensors (int64).
+
+    The first ``len(fractions)`` parts get ``round(f * num_samples)`` indices each and the last part
+    gets the rest. The permutation comes from a private ``torch.Generator`` seeded with ``seed``, so
+    the split never depends on (or disturbs) the global RNG.
+    """
+    if any(f <= 0 for f in fractions) or sum(fractions) >= 1:
+        raise ValueError(f"fractions {list(fractions)} must be positive and sum to less than 1")
+    permutation = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed))
+    sizes = [round(f * num_samples) for f in fractions]
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(permutation[start : start + size])
+        start += size
+    parts.append(permutation[start:])
+    return parts
+
+
+class BaseDataModule(LightningDataModule):
+    """DataLoader settings shared by every DataModule (PRACTICES.md row 7).
+
+    Subclasses set ``self.train_set``, ``self.val_set``, ``self.test_set`` (and optionally
+    ``self.predict_set``, which defaults to the test split) in :meth:`setup`.
+
+    Args:
+        batch_size: Samples per batch per device (the global batch is ``batch_size * devices *
+            accumulate_grad_batches``).
+        num_workers: DataLoader worker processes; 0 loads in the main process.
+        pin_memory: Page-lock host batches for faster, asynchronous copies to a GPU.
+        persistent_workers: Keep workers alive between epochs (only with ``num_workers > 0``). Saves
+            start-up time per epoch; note that exact resume of augmentations then needs resuming at
+            the same epoch boundary as the original run used (see README, "Exact resume").
+        prefetch_factor: Batches each worker loads ahead (only with ``num_workers > 0``; ``None`` keeps
+            PyTorch's default of 2).
+    """
+
+    def __init__(
+        self,
+        batch_size: int = 64,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        prefetch_factor: int | None = None,
+    ) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size}: must be at least 1")
+        if num_workers < 0:
+            raise ValueError(f"num_workers={num_workers}: must be 0 (main process) or more")
+        if num_workers == 0 and (persistent_workers or prefetch_factor is not None):
+            raise ValueError(
+                "persistent_workers and prefetch_factor only apply with num_workers > 0; "
+                f"got num_workers=0, persistent_workers={persistent_workers}, "
+                f"prefetch_factor={prefetch_factor}"
+            )
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.persistent_workers = persistent_workers
+        self.prefetch_factor = prefetch_factor
+        self.train_set: Dataset[Any] | None = None
+        self.val_set: Dataset[Any] | None = None
+        self.test_set: Dataset[Any] | None = None
+        self.predict_set: Dataset[Any] | None = None
+
+    def _loader(self, dataset: Dataset[Any] | None, split: str, shuffle: bool) -> DataLoader[Any]:
+        if dataset is None:
+            raise RuntimeError(f"the {split} split is not set up; call setup() for the right stage first")
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+            prefetch_factor=self.prefetch_factor,
+        )
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        """Shuffled loader over the training split (augmentation on)."""
+        return self._loader(self.train_set, "train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        """Loader over the validation split, in order, without augmentation."""
+        return self._loader(self.val_set, "val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        """Loader over the test split, in order, without augmentation."""
+        return self._loader(self.test_set, "test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        """Loader over ``predict_set`` (the test split unless a subclass sets another), in order."""
+        return self._loader(
+            self.predict_set if self.predict_set is not None else self.test_set, "predict", False
+        )

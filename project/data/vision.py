@@ -1,0 +1,169 @@
+"""torchvision's MNIST, FashionMNIST and CIFAR-10, read from ``data_dir`` (downloaded only when asked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch.utils.data import Dataset, Subset
+from torchvision.transforms import v2
+
+from project.data.base import BaseDataModule, seeded_split
+
+
+class TorchvisionDataModule(BaseDataModule):
+    """A torchvision classification dataset with a seeded train/val split of its training files.
+
+    Transforms are built in the usual order: geometric augmentation, then colour augmentation (both
+    train only), then conversion to ``float32`` in ``[0, 1]`` and normalisation with the dataset's
+    published train-set mean/std (``mean``/``std`` class attributes; recompute them for your own
+    data with :func:`project.data.base.channel_mean_std`). Batches are ``(images [B, C, H, W] float32,
+    labels [B] int64)``.
+
+    Args:
+        data_dir: Folder that holds (or will hold) the dataset in torchvision's layout, relative to
+            the working directory unless absolute.
+        download: Download into ``data_dir`` in ``prepare_data`` if the files are missing. Off by
+            default: nothing is fetched unless you ask.
+        val_size: Number of training images held out for validation.
+        split_seed: Seed of the train/val split (independent of the global seed).
+        augment: Apply the train-only augmentations.
+        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor: see
+            :class:`~project.data.base.BaseDataModule`.
+
+    Raises:
+        FileNotFoundError: in ``setup`` when the files are not in ``data_dir`` and ``download`` is off.
+    """
+
+    dataset_name: ClassVar[str]
+    mean: ClassVar[tuple[float, ...]]
+    std: ClassVar[tuple[float, ...]]
+    num_classes = 10
+
+    def __init__(
+        self,
+        data_dir: str = "data",
+        download: bool = False,
+        val_size: int = 5000,
+        split_seed: int = 0,
+        augment: bool = True,
+        batch_size: int = 128,
+        num_workers: int = 2,
+        pin_memory: bool = False,
+        persistent_workers: bool = False,
+        prefetch_factor: int | None = None,
+    ) -> None:
+        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
+        self.save_hyperparameters()
+        self.data_dir = Path(data_dir).expanduser()
+        self.download = download
+        self.val_size = val_size
+        self.split_seed = split_seed
+        self.augment = augment
+
+    # ------------------------------------------------------------------ per dataset
+    def _dataset(self, train: bool, transform: Any, download: bool = False) -> Dataset[Any]:
+        from torchvision import datasets
+
+        dataset_class = getattr(datasets, self.dataset_name)
+        return dataset_class(str(self.data_dir), train=train, transform=transform, download=download)
+
+    def geometric_transforms(self) -> list[v2.Transform]:
+        """Train-only geometric augmentations (applied first)."""
+        return []
+
+    def colour_transforms(self) -> list[v2.Transform]:
+        """Train-only colour augmentations (applied after the geometric ones)."""
+        return []
+
+    # ------------------------------------------------------------------ shared
+    def transform(self, train: bool) -> v2.Compose:
+        """The full transform for one split: augmentation (train only), to float, normalise."""
+        steps: list[v2.Transform] = []
+        if train and self.augment:
+            steps += self.geometric_transforms() + self.colour_transforms()
+        steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)]
+        return v2.Compose(steps)
+
+    def prepare_data(self) -> None:
+        """Download both splits into ``data_dir`` when ``download`` is on (called on one process only)."""
+        if self.download:
+            self._dataset(train=True, transform=None, download=True)
+            self._dataset(train=False, transform=None, download=True)
+
+    def _load(self, train: bool, transform: Any) -> Dataset[Any]:
+        try:
+            return self._dataset(train=train, transform=transform)
+        except RuntimeError as error:
+            raise FileNotFoundError(
+                f"{self.dataset_name} was not found (or is corrupt) in data_dir={str(self.data_dir)!r} "
+                f"(absolute: {self.data_dir.resolve()}). Download it with --data.download=true, or point "
+                f"--data.data_dir at a folder that holds it in torchvision's layout. ({error})"
+            ) from error
+
+    def setup(self, stage: str | None = None) -> None:
+        """Build the train/val split of the training files and the test split."""
+        if self.train_set is not None:
+            return
+        train_aug = self._load(train=True, transform=self.transform(train=True))
+        train_plain = self._load(train=True, transform=self.transform(train=False))
+        num_train = len(train_aug)  # type: ignore[arg-type]
+        if not 0 < self.val_size < num_train:
+            raise ValueError(f"val_size={self.val_size} must be between 1 and {num_train - 1}")
+        val_idx, train_idx = seeded_split(num_train, [self.val_size / num_train], self.split_seed)
+        self.train_set = Subset(train_aug, train_idx.tolist())
+        self.val_set = Subset(train_plain, val_idx.tolist())
+        self.test_set = self._load(train=False, transform=self.transform(train=False))
+
+
+class MNISTDataModule(TorchvisionDataModule):
+    """MNIST handwritten digits, ``[1, 28, 28]``. Augmentation: random affine (rotation, shift).
+
+    Mean/std 0.1307/0.3081: the train-set statistics used in PyTorch's MNIST example.
+    """
+
+    dataset_name = "MNIST"
+    mean = (0.1307,)
+    std = (0.3081,)
+    dims = (1, 28, 28)
+
+    def geometric_transforms(self) -> list[v2.Transform]:
+        """Random rotation up to 10 degrees and shift up to 10% of the side."""
+        return [v2.RandomAffine(degrees=10.0, translate=(0.1, 0.1))]
+
+
+class FashionMNISTDataModule(MNISTDataModule):
+    """Fashion-MNIST clothing images, ``[1, 28, 28]``. Augmentation: random horizontal flip.
+
+    Mean/std 0.2860/0.3530: computed on the 60,000 training images.
+    """
+
+    dataset_name = "FashionMNIST"
+    mean = (0.2860,)
+    std = (0.3530,)
+
+    def geometric_transforms(self) -> list[v2.Transform]:
+        """Random horizontal flip and a shift of up to 2 pixels (crop with padding)."""
+        return [v2.RandomCrop(28, padding=2), v2.RandomHorizontalFlip()]
+
+
+class CIFAR10DataModule(TorchvisionDataModule):
+    """CIFAR-10, ``[3, 32, 32]`` RGB. Augmentation: random crop with 4-pixel padding and horizontal
+    flip (He et al. 2016), then a mild colour jitter.
+
+    Mean/std: the per-channel statistics of the 50,000 training images.
+    """
+
+    dataset_name = "CIFAR10"
+    mean = (0.4914, 0.4822, 0.4465)
+    std = (0.2470, 0.2435, 0.2616)
+    dims = (3, 32, 32)
+
+    def geometric_transforms(self) -> list[v2.Transform]:
+        """Random 32x32 crop of the 4-pixel-padded image, then a random horizontal flip."""
+        return [v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()]
+
+    def colour_transforms(self) -> list[v2.Transform]:
+        """Brightness, contrast and saturation jitter of up to 20%."""
+        return [v2.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2)]

@@ -1,0 +1,146 @@
+"""The task-independent part of every LightningModule in this project.
+
+A task subclasses :class:`BaseModule` and supplies the network (``forward``), the loss, the metrics and
+how a batch is split into inputs and targets. Everything else (the metric-key scheme ``<stage>/<name>``,
+the best-so-far validation metric, optimizer and LR-scheduler wiring from the config) lives here once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from lightning.pytorch.utilities.types import LRSchedulerConfigType, OptimizerLRScheduler
+from torch import Tensor
+from torchmetrics import MaxMetric, MetricCollection, MinMetric
+
+Stage = Literal["train", "val", "test"]
+
+
+class BaseModule(LightningModule):
+    """A LightningModule with one metric-key scheme and config-driven optimizers.
+
+    Logged keys are ``train/loss``, ``val/loss``, ``test/loss`` and, for every metric ``m`` returned by
+    :meth:`build_metrics`, ``train/m``, ``val/m``, ``test/m``. The best value of ``val/<best_metric>``
+    seen so far is logged as ``val/<best_metric>_best`` (``val/acc_best`` for classification).
+
+    Args:
+        optimizer: A callable that takes the parameters and returns an optimizer; in YAML, a
+            ``class_path`` such as ``torch.optim.AdamW`` with its ``init_args`` (LightningCLI's
+            ``OptimizerCallable``). Default: AdamW with PyTorch's defaults (lr 1e-3, weight decay 1e-2).
+        lr_scheduler: Optional callable that takes the optimizer and returns an LR scheduler
+            (LightningCLI's ``LRSchedulerCallable``). ``ReduceLROnPlateau`` monitors
+            ``lr_scheduler_monitor``. Leave it ``None`` when the warmup-cosine callback sets the LR.
+        lr_scheduler_monitor: Metric that a ``ReduceLROnPlateau`` scheduler watches (default ``val/loss``).
+        best_metric: Name (without stage prefix) of the validation metric tracked as ``val/<name>_best``.
+        best_mode: ``"max"`` if a larger ``best_metric`` is better (accuracy), ``"min"`` otherwise (MAE).
+    """
+
+    def __init__(
+        self,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        lr_scheduler_monitor: str = "val/loss",
+        best_metric: str = "acc",
+        best_mode: Literal["max", "min"] = "max",
+    ) -> None:
+        super().__init__()
+        self.optimizer = optimizer
+        self.lr_scheduler = lr_scheduler
+        self.lr_scheduler_monitor = lr_scheduler_monitor
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self.val_best = MaxMetric() if best_mode == "max" else MinMetric()
+
+    # ----------------------------------------------------------------- to be provided by a task
+    def build_metrics(self) -> MetricCollection:
+        """Return the metrics computed for every stage (a fresh collection; it is cloned per stage)."""
+        raise NotImplementedError
+
+    def compute_loss(self, output: Tensor, target: Tensor) -> Tensor:
+        """Return the scalar training loss for the network ``output`` and ``target`` of one batch."""
+        raise NotImplementedError
+
+    def metric_inputs(self, output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        """Map ``(output, target)`` to the ``(preds, target)`` pair the metrics expect (identity here)."""
+        return output, target
+
+    # ----------------------------------------------------------------- shared wiring
+    def setup_metrics(self) -> None:
+        """Create one metric collection per stage; call at the end of a subclass ``__init__``."""
+        metrics = self.build_metrics()
+        self.train_metrics = metrics.clone(prefix="train/")
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def _metrics(self, stage: Stage) -> MetricCollection:
+        return {"train": self.train_metrics, "val": self.val_metrics, "test": self.test_metrics}[stage]
+
+    def shared_step(self, batch: Any, stage: Stage) -> Tensor:
+        """Forward one ``(inputs, target)`` batch, log ``<stage>/loss`` and update the stage's metrics.
+
+        ``train/loss`` is logged per step, ``val/loss`` and ``test/loss`` as epoch means. Metrics are
+        updated every step but computed and logged once per epoch, so the hot path has no host-device
+        synchronisation beyond what the progress bar asks for.
+        """
+        inputs, target = batch
+        output = self(inputs)
+        loss = self.compute_loss(output, target)
+        batch_size = target.shape[0]
+        training = stage == "train"
+        # train/loss per step (every trainer.log_every_n_steps); val/test loss as the epoch mean.
+        self.log(
+            f"{stage}/loss",
+            loss,
+            on_step=training,
+            on_epoch=not training,
+            prog_bar=True,
+            batch_size=batch_size,
+        )
+        metrics = self._metrics(stage)
+        metrics.update(*self.metric_inputs(output.detach(), target))
+        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage != "train", batch_size=batch_size)
+        return loss
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        """Return the training loss of one batch (a scalar ``float32`` tensor that requires grad)."""
+        return self.shared_step(batch, "train")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        """Log ``val/loss`` and update validation metrics for one batch."""
+        self.shared_step(batch, "val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        """Log ``test/loss`` and update test metrics for one batch."""
+        self.shared_step(batch, "test")
+
+    def on_train_start(self) -> None:
+        """Forget the sanity-check validation values so ``val/*_best`` only tracks real epochs."""
+        self.val_best.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        """Log ``val/<best_metric>_best``: the best epoch value of ``val/<best_metric>`` so far."""
+        if self.trainer.sanity_checking:
+            return
+        metrics = dict(self.val_metrics.items(keep_base=True))
+        if self.best_metric not in metrics:
+            raise KeyError(
+                f"best_metric={self.best_metric!r} is not one of this model's metrics {sorted(metrics)}"
+            )
+        # compute() syncs across processes and is cached, so Lightning's own epoch-end compute is free.
+        self.val_best.update(metrics[self.best_metric].compute())
+        self.log(f"val/{self.best_metric}_best", self.val_best.compute(), prog_bar=True)
+
+    def configure_optimizers(self) -> OptimizerLRScheduler:
+        """Build the optimizer (and optional LR scheduler) from the callables given in the config."""
+        optimizer = self.optimizer(self.parameters())
+        if self.lr_scheduler is None:
+            return optimizer
+        scheduler = self.lr_scheduler(optimizer)
+        config: LRSchedulerConfigType = {"scheduler": scheduler}
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            config["monitor"] = self.lr_scheduler_monitor
+            config["interval"] = "epoch"
+        return {"optimizer": optimizer, "lr_scheduler": config}

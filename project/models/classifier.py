@@ -1,0 +1,98 @@
+"""Image classification: a configurable backbone with a linear head."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from project.models.backbones import SimpleCNN
+from project.models.base import BaseModule
+
+
+class ImageClassifier(BaseModule):
+    """Classify images into ``num_classes`` classes with cross-entropy.
+
+    Logged metrics: ``<stage>/loss``, ``<stage>/acc`` (micro accuracy), ``<stage>/f1`` (macro F1) for
+    ``stage`` in train/val/test, and ``val/acc_best``.
+
+    Args:
+        backbone: Feature extractor with an ``out_features`` attribute (see ``project.models.backbones``);
+            ``None`` means ``SimpleCNN()`` (1 input channel).
+        num_classes: Number of classes; labels must be integers in ``[0, num_classes)``.
+        label_smoothing: Cross-entropy label smoothing in ``[0, 1)``.
+        activation_checkpointing: Recompute the backbone's activations in the backward pass instead of
+            storing them (``torch.utils.checkpoint``): less memory, about one extra forward of compute.
+        optimizer, lr_scheduler, lr_scheduler_monitor, best_metric, best_mode: see :class:`BaseModule`.
+
+    Shapes:
+        ``forward``: images ``[B, C, H, W]`` float -> logits ``[B, num_classes]`` float.
+        batches: ``(images [B, C, H, W] float32, labels [B] int64)``.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module | None = None,
+        num_classes: int = 10,
+        label_smoothing: float = 0.0,
+        activation_checkpointing: bool = False,
+        optimizer: OptimizerCallable = torch.optim.AdamW,
+        lr_scheduler: LRSchedulerCallable | None = None,
+        lr_scheduler_monitor: str = "val/loss",
+        best_metric: str = "acc",
+        best_mode: Literal["max", "min"] = "max",
+    ) -> None:
+        super().__init__(optimizer, lr_scheduler, lr_scheduler_monitor, best_metric, best_mode)
+        if num_classes < 2:
+            raise ValueError(f"num_classes={num_classes}: a classifier needs at least 2 classes")
+        backbone = SimpleCNN() if backbone is None else backbone
+        out_features = getattr(backbone, "out_features", None)
+        if not isinstance(out_features, int):
+            raise TypeError(
+                f"backbone {type(backbone).__name__} has no integer attribute 'out_features'; "
+                "set it to the size of the features its forward returns"
+            )
+        self.save_hyperparameters()
+        self.backbone = backbone
+        self.head = nn.Linear(out_features, num_classes)
+        self.num_classes = num_classes
+        self.label_smoothing = label_smoothing
+        self.activation_checkpointing = activation_checkpointing
+        self.setup_metrics()
+
+    def build_metrics(self) -> MetricCollection:
+        """Accuracy (``acc``, micro) and macro F1 (``f1``) over ``num_classes`` classes."""
+        return MetricCollection(
+            {
+                "acc": MulticlassAccuracy(self.num_classes, average="micro"),
+                "f1": MulticlassF1Score(self.num_classes, average="macro"),
+            }
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map images ``[B, C, H, W]`` to logits ``[B, num_classes]``."""
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            features = checkpoint(self.backbone, x, use_reentrant=False)
+        else:
+            features = self.backbone(x)
+        return self.head(features)
+
+    def compute_loss(self, output: Tensor, target: Tensor) -> Tensor:
+        """Cross-entropy between logits ``[B, K]`` and integer labels ``[B]``."""
+        return nn.functional.cross_entropy(output, target, label_smoothing=self.label_smoothing)
+
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Tensor]:
+        """Return ``pred`` (``[B]`` int64 class), ``prob`` (``[B]`` float, its softmax probability) and,
+        when the batch carries labels, ``target`` (``[B]`` int64)."""
+        inputs, target = batch if isinstance(batch, (list, tuple)) else (batch, None)
+        probs = torch.softmax(self(inputs).float(), dim=-1)
+        prob, pred = probs.max(dim=-1)
+        out = {"pred": pred, "prob": prob}
+        if target is not None:
+            out["target"] = target
+        return out

@@ -1,0 +1,94 @@
+"""Run folders: one new folder per run under ``logs_dir``, and finding checkpoints of earlier runs."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+#: Set by the launching process so the DDP worker processes it starts reuse its run folder.
+RUN_DIR_ENV = "LIGHTNING_TEMPLATE_RUN_DIR"
+
+#: ``--ckpt_path`` values that name a checkpoint of the newest earlier run instead of a file.
+CHECKPOINT_ALIASES = ("best", "last")
+
+
+def _is_worker_process() -> bool:
+    """True in a process that a launcher started for rank > 0 (or any torchrun/SLURM rank)."""
+    return "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
+
+
+def _launcher_job_name() -> str | None:
+    """A run name shared by every rank of a torchrun or SLURM job, or ``None`` outside one."""
+    torchrun_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    if torchrun_id != "none":
+        return f"torchrun-{torchrun_id}"
+    if "SLURM_JOB_ID" in os.environ and "SLURM_PROCID" in os.environ:
+        return f"slurm-{os.environ['SLURM_JOB_ID']}"
+    return None
+
+
+def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None = None) -> Path:
+    """Create and return a new, empty run folder ``<logs_dir>/<run_name>``.
+
+    Without ``run_name`` the name is ``<YYYY-mm-dd_HH-MM-SS>_<subcommand>``; if that folder exists
+    (two runs started in the same second) ``_2``, ``_3``, ... is appended. ``mkdir`` without
+    ``exist_ok`` makes the choice atomic, so runs started at the same time never share a folder.
+    An explicit ``run_name`` that already exists raises ``FileExistsError`` rather than mixing two runs.
+
+    Under torchrun (with ``--rdzv-id`` or ``--standalone``) or SLURM every rank is started on its own,
+    so the default name is the job's id (``torchrun-<id>``, ``slurm-<SLURM_JOB_ID>``) and all ranks
+    share that folder.
+
+    In the worker processes of a multi-process launch the folder the launching process created
+    (passed down in the ``LIGHTNING_TEMPLATE_RUN_DIR`` environment variable) is returned instead.
+    """
+    inherited = os.environ.get(RUN_DIR_ENV)
+    if inherited and _is_worker_process():
+        return Path(inherited)
+    root = Path(logs_dir).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    job_name = _launcher_job_name()
+    if not run_name and job_name:
+        run_dir = root / job_name
+        run_dir.mkdir(exist_ok=True)
+    elif run_name:
+        run_dir = root / run_name
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            raise FileExistsError(
+                f"run_name={run_name!r}: {run_dir} already exists; choose another name or leave "
+                "run_name unset for an automatic one"
+            ) from None
+    else:
+        base = f"{datetime.now():%Y-%m-%d_%H-%M-%S}_{subcommand}"
+        for attempt in range(1, 10_000):
+            run_dir = root / (base if attempt == 1 else f"{base}_{attempt}")
+            try:
+                run_dir.mkdir()
+                break
+            except FileExistsError:
+                continue
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+    return run_dir
+
+
+def find_checkpoint(logs_dir: str | Path, which: str) -> Path:
+    """Return ``checkpoints/<which>.ckpt`` of the newest run under ``logs_dir`` that has one.
+
+    ``which`` is ``"best"`` or ``"last"``. "Newest" is by the checkpoint file's modification time.
+
+    Raises:
+        FileNotFoundError: when no run under ``logs_dir`` has such a checkpoint.
+    """
+    if which not in CHECKPOINT_ALIASES:
+        raise ValueError(f"which={which!r}: expected one of {CHECKPOINT_ALIASES}")
+    root = Path(logs_dir).expanduser()
+    candidates = sorted(root.glob(f"*/checkpoints/{which}.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        raise FileNotFoundError(
+            f"--ckpt_path={which}: no run under {root.resolve()} has checkpoints/{which}.ckpt; "
+            "train one with `fit` first, or pass the checkpoint's path"
+        )
+    return candidates[-1]

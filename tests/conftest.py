@@ -1,0 +1,76 @@
+"""Shared fixtures: fast CLI runs in a temporary working directory, and tiny datasets on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from project.cli import ProjectCLI
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = REPO_ROOT / "configs"
+
+#: Overrides that make a fit take a second: two train batches, one val batch, no progress bar.
+FAST = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.limit_predict_batches=1",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.log_every_n_steps=1",
+]
+
+RunCLI = Callable[..., ProjectCLI]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory (the CLI writes ``./logs`` there)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LIGHTNING_TEMPLATE_RUN_DIR", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def run_cli(workdir: Path) -> RunCLI:
+    """Run ``python -m project`` in-process with ``args``; returns the finished CLI object."""
+
+    def run(*args: str, fast: bool = True) -> ProjectCLI:
+        return ProjectCLI(args=[*args, *(FAST if fast else [])])
+
+    return run
+
+
+def run_module(
+    args: Sequence[str],
+    cwd: Path,
+    timeout: float = 600,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text output)."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env.pop("LIGHTNING_TEMPLATE_RUN_DIR", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "project", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr}")
+    return result
+
+
+def run_dirs(logs: Path) -> list[Path]:
+    """The run folders under ``logs``, oldest first."""
+    return sorted(p for p in logs.iterdir() if p.is_dir())

@@ -1,0 +1,64 @@
+"""Every YAML file in configs/ is used here: CPU-runnable ones train a step, the rest are parsed and
+built with the GPU-only settings swapped for CPU ones."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torchvision.datasets.cifar
+from conftest import CONFIGS, RunCLI
+from fake_datasets import write_cifar10, write_mnist
+
+ALL_CONFIGS = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml"))
+
+#: Settings that need a GPU or several processes, replaced so the rest of the file runs here.
+CPU_SWAP = [
+    "--trainer.accelerator=cpu",
+    "--trainer.devices=1",
+    "--trainer.strategy=auto",
+    "--trainer.sync_batchnorm=false",
+    "--trainer.precision=32-true",
+    "--data.init_args.pin_memory=false",
+]
+GPU_ONLY = {"trainer/gpu.yaml", "trainer/fp16_mixed.yaml", "trainer/ddp_gpu.yaml", "trainer/ddp_cpu.yaml"}
+#: Data-only presets need a model with a matching number of input channels.
+COMPANION = {
+    "data/cifar10.yaml": ["--config", str(CONFIGS / "model" / "resnet18.yaml")],
+    "model/resnet18.yaml": ["--config", str(CONFIGS / "data" / "cifar10.yaml")],
+}
+
+
+@pytest.fixture
+def tiny_datasets(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """MNIST, FashionMNIST and CIFAR-10 in ./data, in their real formats (CIFAR md5 checks relaxed)."""
+    write_mnist(workdir / "data", "MNIST", n_train=40, n_test=10)
+    write_mnist(workdir / "data", "FashionMNIST", n_train=40, n_test=10)
+    write_cifar10(workdir / "data", n_per_batch=8, n_test=10)
+    monkeypatch.setattr(
+        torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: os.path.isfile(path)
+    )
+    return workdir / "data"
+
+
+def test_every_config_is_listed() -> None:
+    assert len(ALL_CONFIGS) >= 15, ALL_CONFIGS
+    assert not GPU_ONLY - set(ALL_CONFIGS)
+
+
+@pytest.mark.parametrize("name", ALL_CONFIGS)
+def test_config_runs_a_fast_fit(name: str, run_cli: RunCLI, tiny_datasets: Path) -> None:
+    args = ["fit", *COMPANION.get(name, []), "--config", str(CONFIGS / name)]
+    torchvision_data = any(key in name for key in ("mnist", "cifar", "resnet"))
+    if torchvision_data:
+        args += [
+            "--data.init_args.num_workers=0",
+            "--data.init_args.val_size=10",
+            "--data.init_args.batch_size=4",
+        ]
+    if name in GPU_ONLY:
+        args += CPU_SWAP
+    cli = run_cli(*args, "--trainer.fast_dev_run=false")
+    assert cli.trainer.state.finished, name
+    assert (cli.run_dir / "config.yaml").is_file()

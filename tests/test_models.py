@@ -1,0 +1,56 @@
+"""The image classifier and its backbones."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from project.models import ImageClassifier, SimpleCNN, TorchvisionResNet
+
+
+@pytest.mark.parametrize(
+    "backbone, shape",
+    [
+        (SimpleCNN(in_channels=1), (4, 1, 8, 8)),
+        (SimpleCNN(in_channels=3, channels=(8, 16)), (4, 3, 32, 32)),
+        (TorchvisionResNet("resnet18", in_channels=3), (2, 3, 32, 32)),
+    ],
+)
+def test_logits_shape(backbone: nn.Module, shape: tuple[int, ...]) -> None:
+    model = ImageClassifier(backbone=backbone, num_classes=7)
+    assert model(torch.randn(shape)).shape == (shape[0], 7)
+
+
+def test_activation_checkpointing_gives_the_same_gradients() -> None:
+    torch.manual_seed(0)
+    plain = ImageClassifier(backbone=SimpleCNN(dropout=0.0), num_classes=10)
+    checkpointed = ImageClassifier(
+        backbone=SimpleCNN(dropout=0.0), num_classes=10, activation_checkpointing=True
+    )
+    checkpointed.load_state_dict(plain.state_dict())
+    x, y = torch.randn(8, 1, 8, 8), torch.randint(0, 10, (8,))
+    for model in (plain, checkpointed):
+        model.train()
+        model.compute_loss(model(x), y).backward()
+    for (name, a), (_, b) in zip(plain.named_parameters(), checkpointed.named_parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None, name
+        torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(TypeError, match="out_features"):
+        ImageClassifier(backbone=nn.ReLU())
+    with pytest.raises(ValueError, match="num_classes=1"):
+        ImageClassifier(num_classes=1)
+    with pytest.raises(ValueError, match="arch='vgg'"):
+        TorchvisionResNet("vgg")
+
+
+def test_predict_step_returns_class_probability_and_target() -> None:
+    model = ImageClassifier().eval()
+    with torch.no_grad():
+        out = model.predict_step((torch.randn(5, 1, 8, 8), torch.arange(5)), 0)
+    assert out["pred"].dtype == torch.int64 and out["pred"].shape == (5,)
+    assert ((out["prob"] > 0) & (out["prob"] <= 1)).all()
+    assert torch.equal(out["target"], torch.arange(5))
