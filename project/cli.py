@@ -9,6 +9,8 @@ an :class:`~project.models.ImageClassifier` with a :class:`~project.models.Simpl
 
 from __future__ import annotations
 
+import importlib
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -104,7 +106,7 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault("trainer_defaults", TRAINER_DEFAULTS)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
-        kwargs.setdefault("parser_kwargs", {"prog": f"python -m {__package__}"})
+        kwargs.setdefault("parser_kwargs", {"prog": f"python -m {__package__}", "epilog": EPILOG})
         super().__init__(args=args, run=run, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -182,6 +184,26 @@ class ProjectCLI(LightningCLI):
                 )
 
 
+#: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
+EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
+    "export": ("project.export", "write the model as ONNX/TorchScript/torch.export and check it"),
+    "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run folder"),
+}
+
+EPILOG = "More commands (each has --help): " + "; ".join(
+    f"{name}: {text}" for name, (_, text) in EXTRA_COMMANDS.items()
+)
+
+
 def main(args: ArgsType = None) -> None:
-    """Run the CLI on ``args`` (default: ``sys.argv[1:]``)."""
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
+
+    ``export``, ``report``, ... (:data:`EXTRA_COMMANDS`) are dispatched to their own modules before
+    LightningCLI is built; everything else is a LightningCLI subcommand.
+    """
+    argv = sys.argv[1:] if args is None else args
+    if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
+        module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
+        module.main([str(arg) for arg in argv[1:]])
+        return
     ProjectCLI(args=args)
