@@ -116,6 +116,17 @@ class BaseModule(LightningModule):
         """Log ``test/loss`` and update test metrics for one batch."""
         self.shared_step(batch, "test")
 
+    def setup(self, stage: str) -> None:
+        """Set ``example_input_array`` (zeros ``[2, *dims]``) from the datamodule's ``dims``.
+
+        With it, Lightning's model summary shows each layer's input and output shapes. Only set when the
+        datamodule declares ``dims`` (the shape of one input, e.g. ``(1, 8, 8)``) and nothing set it yet.
+        """
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        dims = getattr(datamodule, "dims", None)
+        if self.example_input_array is None and dims is not None:
+            self.example_input_array = torch.zeros(2, *dims)
+
     def on_train_start(self) -> None:
         """Forget the sanity-check validation values so ``val/*_best`` only tracks real epochs."""
         self.val_best.reset()
