@@ -184,6 +184,9 @@ class ProjectCLI(LightningCLI):
         under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
     """
 
+    #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands).
+    run_label = "run"
+
     def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("model_class", LightningModule)
         kwargs.setdefault("datamodule_class", LightningDataModule)
@@ -227,6 +230,7 @@ class ProjectCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
+        self.checkpoint: dict[str, Any] | None = None  # the --ckpt_path checkpoint, once loaded
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
@@ -248,7 +252,6 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
-        self.checkpoint: dict[str, Any] | None = None
         if config.get("ckpt_path") is not None:
             try:
                 self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
@@ -273,7 +276,7 @@ class ProjectCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
         config = self.config[self.subcommand] if self.subcommand else self.config
-        self.run_dir = create_run_dir(config.logs_dir, self.subcommand or "run", config.run_name)
+        self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
         config.trainer.default_root_dir = str(self.run_dir)
         config.trainer.logger = _set_logger_dirs(_with_csv_logger(config.trainer.logger), self.run_dir)
         if config.checkpoint.dirpath is None:
@@ -351,6 +354,8 @@ class ProjectCLI(LightningCLI):
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("project.export", "write the model as ONNX/TorchScript/torch.export and check it"),
     "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run folder"),
+    "lr_find": ("project.tuning", "LR range test: suggested LR, loss-vs-LR plot and a config to use"),
+    "scale_batch_size": ("project.tuning", "largest batch size that fits, and a config to use"),
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(
@@ -372,7 +377,8 @@ def main(args: ArgsType = None) -> None:
     try:
         if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
             module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
-            module.main([str(arg) for arg in argv[1:]])
+            rest = [str(arg) for arg in argv[1:]]
+            module.main([argv[0], *rest] if module.__name__ == "project.tuning" else rest)
             return
         ProjectCLI(args=args)
     except ProjectError as error:
