@@ -10,8 +10,8 @@ that applies the suggestion to a later run: ``python -m project fit --config <th
   smoothed loss. Writes ``lr_find.png`` (loss vs LR, suggestion marked) and ``suggested_lr.yaml``
   (``model.init_args.optimizer.init_args.lr``). The warmup-cosine callback and the health checks'
   loss checks are switched off for the test (the loss is meant to blow up at its end).
-- ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode (doubles the batch size until
-  memory runs out or ``--tune.max_trials`` doublings are done) and writes ``suggested_batch_size.yaml``
+- ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode (doubles the configured batch size
+  until memory runs out or ``--tune.max_trials`` doublings are done) and writes ``suggested_batch_size.yaml``
   (``data.init_args.batch_size``).
 """
 
@@ -89,14 +89,22 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
 def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     """Find the largest batch size that fits; returns it and the path of the written config."""
     cli = _cli("scale_batch_size", args)
+    start = int(getattr(cli.datamodule, "batch_size", 2))
     size = Tuner(cli.trainer).scale_batch_size(
-        cli.model, datamodule=cli.datamodule, mode="power", max_trials=cli.config.tune.max_trials
+        cli.model,
+        datamodule=cli.datamodule,
+        mode="power",
+        init_val=start,
+        max_trials=cli.config.tune.max_trials,
     )
     if size is None:
         raise RuntimeError("scale_batch_size returned no result")
     path = cli.run_dir / "suggested_batch_size.yaml"
     _write_config(path, {"data": {"init_args": {"batch_size": int(size)}}})
-    print(f"Largest batch size that fits: {size}")
+    print(
+        f"Batch size: {size} (doubled from {start} until memory ran out or after "
+        f"--tune.max_trials={cli.config.tune.max_trials} doublings)"
+    )
     print(f"Use it: python -m project fit --config {path}")
     return int(size), path
 

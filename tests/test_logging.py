@@ -157,3 +157,12 @@ def test_plain_progress_lines_and_model_summary_when_stdout_is_not_a_terminal(
     assert "backbone.features.0" in caplog.text
     with pytest.raises(ValueError, match="refresh_rate=-1"):
         LineProgressBar(refresh_rate=-1)
+
+
+def test_plateau_preset_steps_on_val_loss_and_logs_the_lr(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", "--config", str(CONFIGS / "model" / "plateau.yaml"))
+    (config,) = cli.trainer.lr_scheduler_configs
+    assert type(config.scheduler).__name__ == "ReduceLROnPlateau"
+    assert (config.monitor, config.interval) == ("val/loss", "epoch")
+    rows = list(csv.DictReader((cli.run_dir / "metrics.csv").open()))
+    assert [float(r["train/lr"]) for r in rows if r.get("train/lr")] == [pytest.approx(1e-3)] * 2

@@ -18,6 +18,8 @@ class TrainingMonitor(Callback):
       gradient entry, ``torch.nn.utils.get_total_norm``), read in ``on_before_optimizer_step``: after
       AMP unscaling, before gradient clipping, so it shows what clipping acts on. Computed only on
       logging steps, so other steps pay nothing.
+    - ``train/lr``: the LR of the first param group, on the same steps, but only when the model's own
+      LR scheduler is in use (otherwise the warmup-cosine callback logs it).
     - ``train/epoch_time_sec``: wall-clock seconds from the first training batch of the epoch to the
       end of the last one (data loading included, validation excluded).
     - ``train/samples_per_sec``: training samples this process saw in that time, divided by it (per
@@ -47,6 +49,10 @@ class TrainingMonitor(Callback):
             every = int(getattr(trainer, "log_every_n_steps", 50))
         if not self.enabled or every <= 0 or trainer.global_step % every != 0:
             return
+        if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
+            # A model scheduler (e.g. ReduceLROnPlateau) sets the LR; the warmup-cosine callback, which
+            # logs it otherwise, is off then.
+            pl_module.log("train/lr", optimizer.param_groups[0]["lr"], on_step=True, on_epoch=False)
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
             norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
