@@ -11,8 +11,8 @@ that applies the suggestion to a later run: ``python -m project fit --config <th
   (``model.init_args.optimizer.init_args.lr``). The warmup-cosine callback and the health checks'
   loss checks are switched off for the test (the loss is meant to blow up at its end).
 - ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode (doubles the configured batch size
-  until memory runs out or ``--tune.max_trials`` doublings are done) and writes ``suggested_batch_size.yaml``
-  (``data.init_args.batch_size``).
+  until memory runs out or ``--tune.max_trials`` batch sizes were tried) and writes
+  ``suggested_batch_size.yaml`` (``data.init_args.batch_size``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.max_lr", type=float, default=1.0, help="lr_find: last LR.")
         parser.add_argument("--tune.num_training", type=int, default=100, help="lr_find: steps.")
         parser.add_argument(
-            "--tune.max_trials", type=int, default=8, help="scale_batch_size: most doublings."
+            "--tune.max_trials", type=int, default=8, help="scale_batch_size: most batch sizes tried."
         )
 
 
@@ -103,7 +103,7 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     _write_config(path, {"data": {"init_args": {"batch_size": int(size)}}})
     print(
         f"Batch size: {size} (doubled from {start} until memory ran out or after "
-        f"--tune.max_trials={cli.config.tune.max_trials} doublings)"
+        f"--tune.max_trials={cli.config.tune.max_trials} trials)"
     )
     print(f"Use it: python -m project fit --config {path}")
     return int(size), path
