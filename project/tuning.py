@@ -41,6 +41,20 @@ class _TuneCLI(ProjectCLI):
             "--tune.max_trials", type=int, default=8, help="scale_batch_size: most batch sizes tried."
         )
 
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
+        super().parse_arguments(parser, args)
+        tune = self.config.tune
+        if not 0 < tune.min_lr < tune.max_lr:
+            parser.error(
+                f"--tune.min_lr={tune.min_lr} and --tune.max_lr={tune.max_lr}: need 0 < min_lr < max_lr"
+            )
+        if tune.num_training < 2 or tune.max_trials < 1:
+            parser.error(
+                f"--tune.num_training={tune.num_training} (need >= 2) or --tune.max_trials={tune.max_trials} "
+                "(need >= 1) is too small"
+            )
+
 
 def _cli(command: str, args: list[str]) -> _TuneCLI:
     # The LR range test drives the LR itself and makes the loss diverge on purpose.

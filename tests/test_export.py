@@ -92,3 +92,12 @@ def test_export_from_the_command_line_uses_the_newest_run(run_cli: RunCLI, workd
     result = run_module(["export", "--ckpt_path", "best", "--format", "torch_export"], cwd=workdir)
     assert "Parity check passed" in result.stdout
     assert list((workdir / "logs").glob("*_export/model.pt2"))
+
+
+def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for command in ("export:", "report:", "lr_find:", "scale_batch_size:"):
+        assert command in out, command

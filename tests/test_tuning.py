@@ -40,3 +40,4 @@ def test_lr_find_rejects_an_empty_range(workdir: Path) -> None:
     with pytest.raises(SystemExit) as exit_info:
         tuning.lr_find([*QUICK, "--tune.min_lr=1e-2", "--tune.max_lr=1e-3"])
     assert exit_info.value.code == 2
+    assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
