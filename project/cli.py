@@ -276,6 +276,9 @@ class ProjectCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
         config = self.config[self.subcommand] if self.subcommand else self.config
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and getattr(wandb, "run", None) is not None:
+            wandb.finish()  # left open by an earlier run in this process that failed; don't reuse it
         self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
         config.trainer.default_root_dir = str(self.run_dir)
         config.trainer.logger = _set_logger_dirs(_with_csv_logger(config.trainer.logger), self.run_dir)
