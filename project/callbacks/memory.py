@@ -101,8 +101,9 @@ class MemoryMonitor(Callback):
     The growth check reads, at each training epoch end, CUDA allocated memory on a GPU, else the C
     heap in use (glibc), else RSS (re-read after a full garbage collection before it warns). If it
     rose by at least ``min_growth_mib`` in each of the last ``patience`` epochs (after
-    ``warmup_epochs`` epochs are ignored while caches fill), a :class:`MemoryGrowthWarning` names the usual cause: a tensor kept across steps, such as a loss
-    appended to a list without ``.item()``/``.detach()``, which keeps its whole graph alive.
+    ``warmup_epochs`` epochs are ignored while caches fill), a :class:`MemoryGrowthWarning` names the
+    usual cause: a tensor kept across steps, such as a loss appended to a list without
+    ``.item()``/``.detach()``, which keeps its whole graph alive.
 
     Args:
         log_every_n_steps: Interval in optimizer steps for the step-level figures (0: epoch end only).
