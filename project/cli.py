@@ -20,6 +20,10 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger
 
+# Imported so that every DataModule and LightningModule they export is a known subclass: short class
+# names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
+import project.data
+import project.models  # noqa: F401
 from project.callbacks import CSVPredictionWriter, ExactResume, MemoryMonitor, WarmupCosineSchedule
 from project.runs import CHECKPOINT_ALIASES, create_run_dir, find_checkpoint
 
@@ -92,7 +96,9 @@ class ProjectCLI(LightningCLI):
         ``--memory.*``: :class:`~project.callbacks.MemoryMonitor` (on by default).
         ``--exact_resume.*``: :class:`~project.callbacks.ExactResume` (on by default).
         ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
-        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
+        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run). With ``--ckpt_path`` the model
+        is rebuilt from the checkpoint (LightningCLI) and so is the DataModule, unless a data class
+        is chosen (see :meth:`_restore_data_from_checkpoint`).
     """
 
     def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
@@ -155,6 +161,34 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
+        if config.get("ckpt_path"):
+            self._restore_data_from_checkpoint(parser, subcommand, config.ckpt_path)
+
+    def _restore_data_from_checkpoint(
+        self, parser: LightningArgumentParser, subcommand: str, ckpt_path: str
+    ) -> None:
+        """Use the checkpoint's DataModule when the command line left the default one in place.
+
+        LightningCLI restores the model's class and arguments from ``--ckpt_path`` but not the
+        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. the diabetes
+        regression) would pair the model with the default digits data. When the configured data class
+        is still ``DEFAULT_DATA`` and the checkpoint was trained with another DataModule (saved by its
+        ``save_hyperparameters()``), that class and its arguments are used instead. Choosing a data
+        class (``--config``, ``--data=...``) turns this off.
+        """
+        config = self.config[subcommand]
+        if config.data.get("class_path") != DEFAULT_DATA:
+            return
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+        hparams = dict(checkpoint.get("datamodule_hyper_parameters") or {})
+        class_path = hparams.pop("_class_path", None)
+        hparams.pop("_instantiator", None)
+        if class_path is None or class_path == DEFAULT_DATA:
+            return
+        self.config = parser.parse_object(
+            {subcommand: {"data": {"class_path": class_path, "init_args": hparams}}}, self.config
+        )
+        print(f"--ckpt_path: data restored from the checkpoint: {class_path}")
 
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
