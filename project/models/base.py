@@ -69,6 +69,16 @@ class BaseModule(LightningModule):
         """Return the scalar training loss for the network ``output`` and ``target`` of one batch."""
         raise NotImplementedError
 
+    def split_batch(self, batch: Any) -> tuple[Any, Tensor]:
+        """Return ``(inputs, target)`` of a batch; ``inputs`` is what :meth:`forward` takes.
+
+        The default unpacks a 2-tuple ``(inputs, target)``. Override it for other layouts, e.g. the
+        ``(padded, mask, lengths, target)`` batches of :class:`~project.data.collate.PadCollate`
+        (see docs/extending.md).
+        """
+        inputs, target = batch
+        return inputs, target
+
     def metric_inputs(self, output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         """Map ``(output, target)`` to the ``(preds, target)`` pair the metrics expect (identity here)."""
         return output, target
@@ -80,7 +90,8 @@ class BaseModule(LightningModule):
         if self.best_metric not in metrics:
             raise ValueError(
                 f"best_metric={self.best_metric!r} is not one of this model's metrics "
-                f"{sorted(str(key) for key in metrics)}"
+                f"{sorted(str(key) for key in metrics)}; set it (and best_mode) in the config or with "
+                "--model.best_metric=NAME --model.best_mode=min|max"
             )
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
@@ -90,13 +101,13 @@ class BaseModule(LightningModule):
         return {"train": self.train_metrics, "val": self.val_metrics, "test": self.test_metrics}[stage]
 
     def shared_step(self, batch: Any, stage: Stage) -> Tensor:
-        """Forward one ``(inputs, target)`` batch, log ``<stage>/loss`` and update the stage's metrics.
+        """Forward one batch (split by :meth:`split_batch`), log ``<stage>/loss``, update the metrics.
 
         ``train/loss`` is logged per step, ``val/loss`` and ``test/loss`` as epoch means. Metrics are
         updated every step but computed and logged once per epoch, so the hot path has no host-device
         synchronisation beyond what the progress bar asks for.
         """
-        inputs, target = batch
+        inputs, target = self.split_batch(batch)
         output = self(inputs)
         loss = self.compute_loss(output, target)
         batch_size = target.shape[0]
