@@ -8,6 +8,7 @@ from project.data.base import BaseDataModule, TensorDataset, channel_mean_std, s
 from project.data.collate import pad_sequences
 from project.data.diabetes import DiabetesDataModule, column_mean_std
 from project.data.digits import DigitsDataModule
+from project.data.synthetic import SyntheticDataModule
 from project.data.vision import (
     CIFAR10DataModule,
     FashionMNISTDataModule,
@@ -22,6 +23,7 @@ __all__ = [
     "DigitsDataModule",
     "FashionMNISTDataModule",
     "MNISTDataModule",
+    "SyntheticDataModule",
     "TensorDataset",
     "TorchvisionDataModule",
     "channel_mean_std",
