@@ -155,6 +155,7 @@ class ProjectCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
+        self.checkpoint: dict[str, Any] | None = None
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
@@ -176,7 +177,6 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
-        self.checkpoint: dict[str, Any] | None = None
         if config.get("ckpt_path") is not None:
             try:
                 self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
