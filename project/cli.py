@@ -25,6 +25,10 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+# Imported so that every DataModule and LightningModule they export is a known subclass: short class
+# names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
+import project.data
+import project.models  # noqa: F401
 from project.callbacks import (
     CSVPredictionWriter,
     ExactResume,
@@ -181,7 +185,9 @@ class ProjectCLI(LightningCLI):
         ``--health.*``: :class:`~project.callbacks.HealthCheck` (on by default).
         ``--interruption.*``: :class:`~project.callbacks.GracefulInterruption` (on by default).
         ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
-        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
+        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run). With ``--ckpt_path`` the model
+        is rebuilt from the checkpoint (LightningCLI) and so is the DataModule, unless a data class
+        is chosen (see :meth:`_restore_data_from_checkpoint`).
     """
 
     #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands).
@@ -230,7 +236,7 @@ class ProjectCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
-        self.checkpoint: dict[str, Any] | None = None  # the --ckpt_path checkpoint, once loaded
+        self.checkpoint: dict[str, Any] | None = None
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
@@ -258,6 +264,7 @@ class ProjectCLI(LightningCLI):
             except CheckpointError as error:
                 parser.error(str(error))
             self._apply_checkpoint_hyperparameters(parser, subcommand)
+            self._restore_data_from_checkpoint(parser, subcommand)
 
     def _apply_checkpoint_hyperparameters(self, parser: LightningArgumentParser, subcommand: str) -> None:
         """Take the model's architecture from the checkpoint (its saved ``hyper_parameters``), as
@@ -272,6 +279,29 @@ class ProjectCLI(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``)."""
+
+    def _restore_data_from_checkpoint(self, parser: LightningArgumentParser, subcommand: str) -> None:
+        """Use the checkpoint's DataModule when the command line left the default one in place.
+
+        LightningCLI restores the model's class and arguments from ``--ckpt_path`` but not the
+        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. the diabetes
+        regression) would pair the model with the default digits data. When the configured data class
+        is still ``DEFAULT_DATA`` and the checkpoint was trained with another DataModule (saved by its
+        ``save_hyperparameters()``), that class and its arguments are used instead. Choosing a data
+        class (``--config``, ``--data=...``) turns this off.
+        """
+        config = self.config[subcommand]
+        if config.data.get("class_path") != DEFAULT_DATA:
+            return
+        hparams = dict((self.checkpoint or {}).get("datamodule_hyper_parameters") or {})
+        class_path = hparams.pop("_class_path", None)
+        hparams.pop("_instantiator", None)
+        if class_path is None or class_path == DEFAULT_DATA:
+            return
+        self.config = parser.parse_object(
+            {subcommand: {"data": {"class_path": class_path, "init_args": hparams}}}, self.config
+        )
+        print(f"--ckpt_path: data restored from the checkpoint: {class_path}")
 
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
