@@ -63,6 +63,7 @@ class ExportResult:
     max_abs_diff: dict[int, float]
     tolerance: float
     accuracy: dict[str, float] = field(default_factory=dict)
+    metric_name: str = "acc"
 
 
 def missing_onnx_modules() -> list[str]:
@@ -166,7 +167,12 @@ def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, toleranc
 
 
 def accuracy(logits: Tensor, targets: Tensor) -> float:
-    """Share of rows of ``logits`` ``[N, K]`` whose argmax equals ``targets`` ``[N]`` (0..1)."""
+    """Share of rows of ``logits`` ``[N, K]`` whose argmax equals ``targets`` ``[N]`` (0..1).
+
+    For a regression model (float ``targets``) it is the mean absolute error instead (lower is better).
+    """
+    if targets.dtype.is_floating_point:
+        return float((logits.reshape(targets.shape) - targets).abs().mean())
     return float((logits.argmax(dim=-1) == targets).float().mean())
 
 
@@ -192,7 +198,8 @@ def export_checkpoint(
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)
     datamodule.setup("test")
-    batch, _ = split_batch(next(iter(datamodule.test_dataloader())))
+    batch, batch_targets = split_batch(next(iter(datamodule.test_dataloader())))
+    batch_targets_float = batch_targets is not None and batch_targets.dtype.is_floating_point
     accuracies: dict[str, float] = {}
     eager: Any = model
     if quantize == "dynamic":
@@ -206,7 +213,8 @@ def export_checkpoint(
     write_model(eager, batch[:2], fmt, output)
     print(f"Wrote {output} ({output.stat().st_size / 2**20:.2f} MiB) in {time.perf_counter() - start:.1f} s")
     diffs = check_parity(output, fmt, eager, batch, tolerance)
-    return ExportResult(output, fmt, diffs, tolerance, accuracies)
+    metric = "acc" if not accuracies or not batch_targets_float else "mae"
+    return ExportResult(output, fmt, diffs, tolerance, accuracies, metric)
 
 
 def build_parser() -> Any:
@@ -280,5 +288,6 @@ def main(args: list[str]) -> None:
     print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {result.tolerance:g}")
     if result.accuracy:
         fp32, int8 = result.accuracy["fp32"], result.accuracy["int8"]
-        print(f"Test accuracy: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
+        name = "accuracy" if "acc" in result.metric_name else "MAE"
+        print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
     print(f"Exported model: {result.path}")

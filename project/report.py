@@ -127,7 +127,9 @@ def write_report(
         logits, targets = predict_test_split(
             load_model(ckpt), load_datamodule(config), desc="confusion matrix"
         )
-        if len(targets):
+        if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
+            print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
+        elif len(targets):
             path = output / "confusion_matrix.png"
             written["confusion_matrix"] = plot_confusion_matrix(
                 targets.tolist(), logits.argmax(dim=-1).tolist(), path
