@@ -55,7 +55,7 @@ def run_module(
     check: bool = True,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text output)."""
+    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("LIGHTNING_TEMPLATE_RUN_DIR", None)
     result = subprocess.run(

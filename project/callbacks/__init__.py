@@ -3,7 +3,12 @@
 from project.callbacks.lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
 from project.callbacks.memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
 from project.callbacks.prediction_writer import CSVPredictionWriter
-from project.callbacks.reproducibility import ExactResume, collect_rng_states, epoch_seed, set_rng_states
+from project.callbacks.reproducibility import (
+    ExactResume,
+    collect_rng_states,
+    epoch_seed,
+    set_rng_states,
+)
 
 __all__ = [
     "CSVPredictionWriter",

@@ -18,8 +18,8 @@ class TorchvisionDataModule(BaseDataModule):
     Transforms are built in the usual order: geometric augmentation, then colour augmentation (both
     train only), then conversion to ``float32`` in ``[0, 1]`` and normalisation with the dataset's
     published train-set mean/std (``mean``/``std`` class attributes; recompute them for your own
-    data with :func:`project.data.base.channel_mean_std`). Batches are ``(images [B, C, H, W] float32,
-    labels [B] int64)``.
+    data with :func:`project.data.base.channel_mean_std`).
+    Batches are ``(images [B, C, H, W] float32, labels [B] int64)``.
 
     Args:
         data_dir: Folder that holds (or will hold) the dataset in torchvision's layout, relative to
