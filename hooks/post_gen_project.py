@@ -37,6 +37,10 @@ TEMPLATE_ONLY_PATHS = (
     ".template_licenses",
 )
 
+#: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink, so the
+#: template links the root's ``.gitignore`` as ``gitignore.template``).
+STAGED_NAMES = {"gitignore.template": ".gitignore"}
+
 #: Folder (a symlink to ``hooks/licenses`` in the template) holding one text per license choice.
 LICENSES_DIR = ".template_licenses"
 
@@ -341,6 +345,8 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
         if relative == LICENSES_DIR:
             continue
         (root / relative).unlink(missing_ok=True)
+    for staged, name in STAGED_NAMES.items():
+        (root / staged).rename(root / name)
     for cache in [*root.rglob("__pycache__"), *root.rglob(".pytest_cache")]:
         shutil.rmtree(cache, ignore_errors=True)
     if package != OLD_PACKAGE:
