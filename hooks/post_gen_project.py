@@ -41,6 +41,9 @@ TEMPLATE_ONLY_PATHS = (
 #: template links the root's ``.gitignore`` as ``gitignore.template``).
 STAGED_NAMES = {"gitignore.template": ".gitignore"}
 
+#: Tool caches that the copy may have picked up from the template checkout (deleted).
+CACHE_DIRS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+
 #: Folder (a symlink to ``hooks/licenses`` in the template) holding one text per license choice.
 LICENSES_DIR = ".template_licenses"
 
@@ -54,26 +57,40 @@ NEWEST_PYTHON = (3, 12)
 TEXT_SUFFIXES = frozenset({".py", ".md", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".txt", ".json", ".sh"})
 TEXT_NAMES = frozenset({"Makefile", "run", ".gitignore"})
 
-#: Logger choice -> the default logger expression in ``cli.py`` and the logger classes it names. The
-#: chosen logger comes first; a ``CSVLogger`` stays beside it so every run folder keeps ``metrics.csv``.
-LOGGER_EXPRESSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "csv": ('lazy_instance(CSVLogger, save_dir="logs")', ("CSVLogger",)),
+#: Logger choice -> (the default ``TRAINER_DEFAULTS["logger"]`` value in ``cli.py``, its logger class).
+#: Written as ``class_path`` dicts (jsonargparse parses them, ``--print_config`` prints them, and the
+#: CLI's run-folder logic sees them as namespaces). The chosen logger comes first; for wandb and
+#: tensorboard a ``CSVLogger`` stays beside it so every run folder keeps its ``metrics.csv``. W&B is
+#: offline (no account, no network; ``wandb sync`` uploads later).
+LOGGER_EXPRESSIONS: dict[str, tuple[str, str]] = {
+    "csv": (
+        '{"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}',
+        "CSVLogger",
+    ),
     "tensorboard": (
         "[\n"
-        '        lazy_instance(TensorBoardLogger, save_dir="logs"),\n'
-        '        lazy_instance(CSVLogger, save_dir="logs"),\n'
+        "        {\n"
+        '            "class_path": "lightning.pytorch.loggers.TensorBoardLogger",\n'
+        '            "init_args": {"save_dir": "logs"},\n'
+        "        },\n"
+        '        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}},\n'
         "    ]",
-        ("TensorBoardLogger", "CSVLogger"),
+        "TensorBoardLogger",
     ),
     "wandb": (
         "[\n"
-        '        lazy_instance(WandbLogger, save_dir="logs", offline=True),\n'
-        '        lazy_instance(CSVLogger, save_dir="logs"),\n'
+        "        {\n"
+        '            "class_path": "lightning.pytorch.loggers.WandbLogger",\n'
+        '            "init_args": {"save_dir": "logs", "offline": True},\n'
+        "        },\n"
+        '        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}},\n'
         "    ]",
-        ("WandbLogger", "CSVLogger"),
+        "WandbLogger",
     ),
 }
-LOGGERS_MODULE = "lightning.pytorch.loggers"
+
+#: Longest line ruff allows in the generated repo (``[tool.ruff] line-length``).
+LINE_LENGTH = 110
 
 TEMPLATE_ONLY_BLOCK = re.compile(r"<!-- template-only -->.*?<!-- /template-only -->\n?", re.S)
 
@@ -141,6 +158,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^project = "project\.cli:main"$', f'{package} = "{package}.cli:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
         (r'^files = \["project", "hooks"\]$', f'files = ["{package}"]'),
+        (r'^    "cookiecutter>=[\d.]+",\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
         (r'^python_version = "3\.\d+"$', f'python_version = "{major}.{minor}"'),
     ]
@@ -158,7 +176,8 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
 
 
 def rewrite_readme(text: str, answers: Mapping[str, Any]) -> str:
-    """Title the README with ``project_name`` and ``description``; drop the template-only blocks.
+    """Title the README with ``project_name`` and ``description``, state the oldest Python version,
+    and drop the template-only blocks.
 
     Template-only blocks are delimited by ``<!-- template-only -->`` and ``<!-- /template-only -->``.
     Raises :class:`TemplateDriftError` when the README has no ``# `` title line or no such block.
@@ -166,6 +185,10 @@ def rewrite_readme(text: str, answers: Mapping[str, Any]) -> str:
     text = _sub_once(
         text, r"\A# .*$", f"# {answers['project_name']}\n\n{answers['description']}", "README.md"
     )
+    oldest = str(answers["python_version"])
+    text, count = re.subn(r"Python >= 3\.\d+", f"Python >= {oldest}", text)
+    if count == 0:
+        raise TemplateDriftError("README.md: no 'Python >= 3.x' requirement found")
     text, count = TEMPLATE_ONLY_BLOCK.subn("", text)
     if count == 0:
         raise TemplateDriftError("README.md: no <!-- template-only --> block found")
@@ -202,8 +225,8 @@ def set_default_logger(source: str, logger: str) -> str:
 
     The value is left as it is when it already names the chosen logger class (so a reference project
     whose default is that logger keeps its exact settings); otherwise it becomes the expression in
-    :data:`LOGGER_EXPRESSIONS`. The ``from lightning.pytorch.loggers import ...`` line is then made to
-    import exactly the logger classes the module uses. Found with :mod:`ast`, not by text search.
+    :data:`LOGGER_EXPRESSIONS`, and the module-level ``from ... import`` names that only the old
+    value used are removed (ruff would flag them). Found with :mod:`ast`, not by text search.
 
     Raises:
         ValueError: for an unknown ``logger``.
@@ -211,12 +234,63 @@ def set_default_logger(source: str, logger: str) -> str:
     """
     if logger not in LOGGER_EXPRESSIONS:
         raise ValueError(f"logger={logger!r}; expected one of {sorted(LOGGER_EXPRESSIONS)}")
-    expression, classes = LOGGER_EXPRESSIONS[logger]
-    value = _trainer_defaults_logger(ast.parse(source))
-    used = {node.id for node in ast.walk(value) if isinstance(node, ast.Name)}
-    if classes[0] not in used:
-        source = _replace_node(source, value, expression)
-    return _fix_logger_import(source)
+    expression, logger_class = LOGGER_EXPRESSIONS[logger]
+    tree = ast.parse(source)
+    value = _trainer_defaults_logger(tree)
+    if logger_class in _mentioned_names(value):
+        return source
+    return _drop_unused_imports(_replace_node(source, value, expression), _used_names(tree))
+
+
+def _mentioned_names(node: ast.AST) -> set[str]:
+    """Names in ``node``: identifiers, attributes, and the last part of dotted strings (``class_path``)."""
+    names: set[str] = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            names.add(child.id)
+        elif isinstance(child, ast.Attribute):
+            names.add(child.attr)
+        elif isinstance(child, ast.Constant) and isinstance(child.value, str):
+            names.add(child.value.rsplit(".", 1)[-1])
+    return names
+
+
+def _used_names(tree: ast.AST) -> set[str]:
+    """Identifiers read anywhere in ``tree`` (what an imported name needs to count as used)."""
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+def _drop_unused_imports(source: str, used_before: set[str]) -> str:
+    """Remove module-level ``from ... import`` names that were used in ``used_before`` but no longer are.
+
+    A statement that keeps some names is rewritten on one line, or parenthesised one name per line
+    when one line would exceed :data:`LINE_LENGTH`; one that keeps none is deleted.
+    """
+    tree = ast.parse(source)
+    used = _used_names(tree)
+    lines = source.splitlines(keepends=True)
+    statements = [
+        node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module != "__future__"
+    ]
+    for node in reversed(statements):
+        bound = [(alias, alias.asname or alias.name) for alias in node.names]
+        dropped = [name for _, name in bound if name in used_before and name not in used]
+        if not dropped:
+            continue
+        kept = [
+            f"{alias.name} as {alias.asname}" if alias.asname else alias.name
+            for alias, name in bound
+            if name not in dropped
+        ]
+        statement = ""
+        if kept:
+            statement = f"from {'.' * node.level}{node.module or ''} import {', '.join(kept)}\n"
+            if len(statement) - 1 > LINE_LENGTH:
+                body = "".join(f"    {name},\n" for name in kept)
+                statement = f"from {'.' * node.level}{node.module or ''} import (\n{body})\n"
+        assert node.end_lineno is not None
+        lines[node.lineno - 1 : node.end_lineno] = [statement]
+    return "".join(lines)
 
 
 def _trainer_defaults_logger(tree: ast.Module) -> ast.expr:
@@ -248,38 +322,6 @@ def _replace_node(source: str, node: ast.expr, replacement: str) -> str:
     start = _offset(lines, node.lineno, node.col_offset)
     end = _offset(lines, node.end_lineno, node.end_col_offset)
     return source[:start] + replacement + source[end:]
-
-
-def _fix_logger_import(source: str) -> str:
-    """Make the ``from lightning.pytorch.loggers import ...`` line(s) import exactly the names used.
-
-    The names kept are those imported from that module that the code still uses, plus the logger
-    classes of :data:`LOGGER_EXPRESSIONS` that it uses (sorted, one line; ``as`` aliases are not
-    supported). A missing import is added after the last ``from`` import that sorts before it.
-    """
-    tree = ast.parse(source)
-    imports = [
-        node for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == LOGGERS_MODULE
-    ]
-    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    known = {cls for _, classes in LOGGER_EXPRESSIONS.values() for cls in classes}
-    imported = {alias.name for node in imports for alias in node.names}
-    needed = sorted((imported | known) & used)
-    line = f"from {LOGGERS_MODULE} import {', '.join(needed)}\n" if needed else ""
-    lines = source.splitlines(keepends=True)
-    if imports:
-        for node in reversed(imports):
-            assert node.end_lineno is not None
-            del lines[node.lineno - 1 : node.end_lineno]
-        lines.insert(imports[0].lineno - 1, line)
-        return "".join(lines)
-    before = [
-        node.end_lineno or node.lineno
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and (node.module or "") < LOGGERS_MODULE
-    ]
-    lines.insert(max(before, default=0), line)
-    return "".join(lines)
 
 
 def rewrite_package_docstring(source: str, description: str) -> str:
@@ -347,7 +389,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
         (root / relative).unlink(missing_ok=True)
     for staged, name in STAGED_NAMES.items():
         (root / staged).rename(root / name)
-    for cache in [*root.rglob("__pycache__"), *root.rglob(".pytest_cache")]:
+    for cache in [path for name in CACHE_DIRS for path in root.rglob(name)]:
         shutil.rmtree(cache, ignore_errors=True)
     if package != OLD_PACKAGE:
         (root / OLD_PACKAGE).rename(root / package)
