@@ -158,7 +158,8 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^project = "project\.cli:main"$', f'{package} = "{package}.cli:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
         (r'^files = \["project", "hooks"\]$', f'files = ["{package}"]'),
-        (r'^    "cookiecutter>=[\d.]+",\n', ""),
+        (r'^    "cookiecutter>=[\d.]+",\n', ""),  # (template-only tools)
+        (r'^    "cruft>=[\d.]+",\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
         (r'^python_version = "3\.\d+"$', f'python_version = "{major}.{minor}"'),
     ]

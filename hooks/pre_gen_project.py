@@ -44,6 +44,7 @@ DEPENDENCY_IMPORT_NAMES = frozenset(
         "ruff",
         "mypy",
         "cookiecutter",
+        "cruft",
         "setuptools",
         "pip",
     }

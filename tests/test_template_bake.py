@@ -248,3 +248,50 @@ def test_bad_answers_stop_generation_and_leave_nothing(
         bake(tmp_path, project_name="Acme Vision", init_git=False, **answers)
     assert message in capfd.readouterr().err
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def _git(cwd: Path, *args: str) -> str:
+    command = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args]
+    return subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def _snapshot_template(destination: Path) -> None:
+    """Copy the template's tracked files as they are on disk (links kept) into a new one-commit repo."""
+    tracked = _git(REPO_ROOT, "ls-files", "-z").split("\0")
+    for relative in filter(None, tracked):
+        source, target = REPO_ROOT / relative, destination / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    _git(destination, "init", "--quiet")
+    _git(destination, "add", "--all")
+    _git(destination, "commit", "--quiet", "-m", "template")
+
+
+def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: Path) -> None:
+    """``cruft create`` generates the same repo (cruft runs the hooks too), and after a change to the
+    template ``cruft update`` applies it with the package name already rewritten."""
+    cruft = pytest.importorskip("cruft")
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout of the template")
+    template = tmp_path / "template"
+    _snapshot_template(template)
+    repo = cruft.create(
+        str(template),
+        output_dir=tmp_path / "out",
+        extra_context={**COMMON, "project_name": "Acme Vision", "logger": "tensorboard", "init_git": True},
+        no_input=True,
+    )
+    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
+    assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
+    _git(repo, "init", "--quiet")
+    _git(repo, "add", "--all")
+    _git(repo, "commit", "--quiet", "-m", "generated")
+
+    runs = template / "project" / "runs.py"
+    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.runs"\n')
+    _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
+    assert cruft.update(repo, skip_apply_ask=True)
+    assert 'UPSTREAM = "acme_vision.runs"' in (repo / "acme_vision" / "runs.py").read_text()

@@ -142,7 +142,7 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert project["license"] == {"text": "Apache-2.0"}
     assert project["requires-python"] == ">=3.11"
     assert project["scripts"] == {"acme_vision": "acme_vision.cli:main"}
-    assert not any("cookiecutter" in r for r in project["optional-dependencies"]["dev"])
+    assert not any(r.startswith(("cookiecutter", "cruft")) for r in project["optional-dependencies"]["dev"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
     assert config["tool"]["mypy"]["files"] == ["acme_vision"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
