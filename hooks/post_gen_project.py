@@ -93,6 +93,7 @@ LOGGER_EXPRESSIONS: dict[str, tuple[str, str]] = {
 LINE_LENGTH = 110
 
 TEMPLATE_ONLY_BLOCK = re.compile(r"<!-- template-only -->.*?<!-- /template-only -->\n?", re.S)
+GITHUB_ACTIONS_BLOCK = re.compile(r"<!-- github-actions -->\n(.*?)<!-- /github-actions -->\n?", re.S)
 
 
 class TemplateDriftError(RuntimeError):
@@ -178,7 +179,8 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
 
 def rewrite_readme(text: str, answers: Mapping[str, Any]) -> str:
     """Title the README with ``project_name`` and ``description``, state the oldest Python version,
-    and drop the template-only blocks.
+    drop the template-only blocks, and keep the GitHub Actions blocks (their content, without the
+    markers) only when ``github_actions`` is on.
 
     Template-only blocks are delimited by ``<!-- template-only -->`` and ``<!-- /template-only -->``.
     Raises :class:`TemplateDriftError` when the README has no ``# `` title line or no such block.
@@ -193,6 +195,10 @@ def rewrite_readme(text: str, answers: Mapping[str, Any]) -> str:
     text, count = TEMPLATE_ONLY_BLOCK.subn("", text)
     if count == 0:
         raise TemplateDriftError("README.md: no <!-- template-only --> block found")
+    keep = _truthy(answers["github_actions"])
+    text, count = GITHUB_ACTIONS_BLOCK.subn(lambda match: match.group(1) if keep else "", text)
+    if count == 0:
+        raise TemplateDriftError("README.md: no <!-- github-actions --> block found")
     return re.sub(r"\n{3,}", "\n\n", text)
 
 

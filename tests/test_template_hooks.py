@@ -207,6 +207,11 @@ def test_readme_gets_the_title_and_loses_the_template_sections() -> None:
     assert readme.startswith('# Acme Vision\n\nVision models for "Acme".\n')
     assert "template-only" not in readme and "cookiecutter" not in readme
     assert "Python >= 3.11" in readme and "Python >= 3.10" not in readme
+    assert "GitHub Actions (`.github/workflows/ci.yml`)" in readme and "<!--" not in readme
+    without_ci = post_gen.rewrite_readme(
+        (REPO_ROOT / "README.md").read_text(), {**GOOD_ANSWERS, "github_actions": False}
+    )
+    assert "GitHub Actions" not in without_ci
 
 
 def test_ci_matrix_follows_the_oldest_python_and_keeps_github_expressions() -> None:
