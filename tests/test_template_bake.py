@@ -162,11 +162,9 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
         title = {"MIT": "MIT License", "Apache-2.0": "Apache License", "BSD-3-Clause": "BSD 3-Clause License"}
         assert title[answers["license"]] in first_lines
         assert "[yyyy]" not in license_file.read_text()
-    assert (
-        (repo / "README.md")
-        .read_text()
-        .startswith(f"# {answers['project_name']}\n\n{answers['description']}")
-    )
+    readme = (repo / "README.md").read_text()
+    assert readme.startswith(f"# {answers['project_name']}\n\n{answers['description']}")
+    assert "<!--" not in readme and ("GitHub Actions" in readme) == answers["github_actions"]
 
     workflow = repo / ".github" / "workflows" / "ci.yml"
     assert workflow.is_file() == answers["github_actions"]
