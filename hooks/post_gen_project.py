@@ -30,11 +30,11 @@ from typing import Any
 #: The package name of the reference project.
 OLD_PACKAGE = "project"
 
-#: Paths (relative to the repo root) that exist only for the template and are deleted.
+#: Files (relative to the repo root) that exist only for the template and are deleted (the staged
+#: license folder goes after ``LICENSE`` is written).
 TEMPLATE_ONLY_PATHS = (
     "tests/test_template_hooks.py",
     "tests/test_template_bake.py",
-    ".template_licenses",
 )
 
 #: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink, so the
@@ -391,8 +391,6 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
     """Turn the copied reference project in ``root`` into the repo described by ``answers``."""
     package = answers["package_name"]
     for relative in TEMPLATE_ONLY_PATHS:
-        if relative == LICENSES_DIR:
-            continue
         (root / relative).unlink(missing_ok=True)
     for staged, name in STAGED_NAMES.items():
         (root / staged).rename(root / name)
@@ -441,7 +439,8 @@ def main(answers: Mapping[str, Any]) -> int:
     try:
         generate(root, answers)
     except (TemplateDriftError, ValueError, OSError, subprocess.CalledProcessError) as error:
-        print(f"ERROR: generating {root.name} failed: {error}", file=sys.stderr)
+        details = getattr(error, "stderr", None) or ""
+        print(f"ERROR: generating {root.name} failed: {error} {details}".rstrip(), file=sys.stderr)
         return 1
     print(
         f"Created {root} (package {answers['package_name']}, logger {answers['logger']}, "
