@@ -40,10 +40,11 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def run_cli(workdir: Path) -> RunCLI:
-    """Run ``python -m project`` in-process with ``args``; returns the finished CLI object."""
+    """Run ``python -m project SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI object."""
 
-    def run(*args: str, fast: bool = True) -> ProjectCLI:
-        return ProjectCLI(args=[*args, *(FAST if fast else [])])
+    def run(subcommand: str, *args: str, fast: bool = True) -> ProjectCLI:
+        # FAST first, so that the test's own arguments override it
+        return ProjectCLI(args=[subcommand, *(FAST if fast else []), *args])
 
     return run
 

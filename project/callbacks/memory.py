@@ -64,7 +64,7 @@ class MemoryMonitor(Callback):
         self,
         log_every_n_steps: int = 50,
         patience: int = 3,
-        min_growth_mib: float = 2.0,
+        min_growth_mib: float = 4.0,
         warmup_epochs: int = 1,
         enabled: bool = True,
     ) -> None:

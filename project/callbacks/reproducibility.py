@@ -74,6 +74,7 @@ class ExactResume(Callback):
         self.seed = seed
         self.enabled = enabled
         self._warned = False
+        self._run_start_epoch = -1
 
     def _base_seed(self) -> int | None:
         if self.seed is not None:
@@ -95,6 +96,18 @@ class ExactResume(Callback):
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)  # also seeds every CUDA device
+        if trainer.current_epoch == self._run_start_epoch:
+            # Lightning creates the first epoch's iterator (and prefetches a batch) in
+            # FitLoop.setup_data, before this hook; later epochs create it right after this hook.
+            # Re-create it now so it, too, starts from the reseeded state.
+            self._run_start_epoch = -1
+            fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
+            if fetcher is not None:
+                iter(fetcher)
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Remember the epoch this run starts in (after a mid-epoch restart its start hook is skipped)."""
+        self._run_start_epoch = trainer.current_epoch
 
     def state_dict(self) -> dict[str, Any]:
         """The base seed and the current python/numpy/torch/CUDA generator states."""

@@ -2,6 +2,7 @@
 
 from project.data.base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
 from project.data.digits import DigitsDataModule
+from project.data.synthetic import SyntheticDataModule
 from project.data.vision import (
     CIFAR10DataModule,
     FashionMNISTDataModule,
@@ -15,6 +16,7 @@ __all__ = [
     "DigitsDataModule",
     "FashionMNISTDataModule",
     "MNISTDataModule",
+    "SyntheticDataModule",
     "TensorDataset",
     "TorchvisionDataModule",
     "channel_mean_std",

@@ -98,6 +98,7 @@ class BaseModule(LightningModule):
             on_epoch=not training,
             prog_bar=True,
             batch_size=batch_size,
+            sync_dist=not training,  # epoch means over all processes (no cost with one process)
         )
         metrics = self._metrics(stage)
         metrics.update(*self.metric_inputs(output.detach(), target))

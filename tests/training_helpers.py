@@ -1,0 +1,96 @@
+"""Small callbacks, optimizers and modules that tests select by ``class_path`` to look inside a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from torch import Tensor
+
+from project.models import ImageClassifier
+
+
+class RecordingSGD(torch.optim.SGD):
+    """SGD that records the total gradient 2-norm it sees when it updates (after Lightning clipped)."""
+
+    seen_norms: list[float] = []
+
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()  # forward, backward, then Lightning's gradient clipping
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        RecordingSGD.seen_norms.append(
+            torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item()
+        )
+        super().step()
+        return loss
+
+
+class Recorder(Callback):
+    """Records, per run: pre-clip grad norms, LR per optimizer step and per batch, training inputs,
+    and the dtype of the head's output. Optionally makes every training image identical (so that any
+    difference between samples comes from augmentation randomness alone)."""
+
+    runs: list[Recorder] = []
+
+    def __init__(self, identical_images: bool = False) -> None:
+        self.identical_images = identical_images
+        self.pre_clip_norms: list[float] = []
+        self.step_lrs: list[tuple[int, float]] = []
+        self.batch_lrs: list[float] = []
+        self.inputs: list[Tensor] = []
+        self.epochs_seen: list[int] = []
+        self.head_dtypes: set[torch.dtype] = set()
+        Recorder.runs.append(self)
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        if self.identical_images and stage == "fit":
+            train_set = trainer.datamodule.train_set
+            train_set.inputs[:] = train_set.inputs[0].clone()
+        head = getattr(pl_module, "head", None)
+        if head is not None:
+            head.register_forward_hook(lambda module, args, out: self.head_dtypes.add(out.dtype))
+
+    def on_before_optimizer_step(self, trainer: Trainer, pl_module: LightningModule, optimizer: Any) -> None:
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        self.pre_clip_norms.append(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item())
+        self.step_lrs.append((trainer.global_step, optimizer.param_groups[0]["lr"]))
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.batch_lrs.append(trainer.optimizers[0].param_groups[0]["lr"])
+        self.inputs.append(batch[0].detach().clone())
+        self.epochs_seen.append(trainer.current_epoch)
+
+
+class StopAfterEpoch(Callback):
+    """Ask the trainer to stop at the end of epoch ``epoch`` (1-based), like an interrupted run."""
+
+    def __init__(self, epoch: int = 1) -> None:
+        self.epoch = epoch
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.current_epoch + 1 >= self.epoch:
+            trainer.should_stop = True
+
+
+class LeakyClassifier(ImageClassifier):
+    """The classic leak from the seeds: a loss kept in a Python list as a tensor instead of ``.item()``.
+
+    Here it is a running loss computed for monitoring (no backward ever runs through it), so the list
+    keeps each step's whole graph, activations included, alive: memory grows linearly with steps.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kept: list[Tensor] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        loss = super().training_step(batch, batch_idx)
+        inputs, target = batch
+        self.kept.append(self.compute_loss(self(inputs), target))  # should be .item()
+        return loss
