@@ -40,7 +40,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def run_cli(workdir: Path) -> RunCLI:
-    """Run ``python -m project SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI object."""
+    """Run ``python -m project SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI."""
 
     def run(subcommand: str, *args: str, fast: bool = True) -> ProjectCLI:
         # FAST first, so that the test's own arguments override it
