@@ -12,6 +12,7 @@ an :class:`~project.models.ImageClassifier` with a
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,22 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+# Imported so that every DataModule and LightningModule they export is a known subclass: short class
+# names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
+import project.data
+import project.models  # noqa: F401
 from project.callbacks import (
     CSVPredictionWriter,
     ExactResume,
+    GracefulInterruption,
+    HealthCheck,
     MemoryMonitor,
     WarmupCosineSchedule,
 )
+from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
+from project.errors import CheckpointError, ProjectError
 from project.runs import CHECKPOINT_ALIASES, create_run_dir, find_checkpoint
 
 DEFAULT_MODEL = "project.models.ImageClassifier"
@@ -99,8 +109,12 @@ class ProjectCLI(LightningCLI):
         ``--lr_schedule.*``: :class:`~project.callbacks.WarmupCosineSchedule` (on by default).
         ``--memory.*``: :class:`~project.callbacks.MemoryMonitor` (on by default).
         ``--exact_resume.*``: :class:`~project.callbacks.ExactResume` (on by default).
+        ``--health.*``: :class:`~project.callbacks.HealthCheck` (on by default).
+        ``--interruption.*``: :class:`~project.callbacks.GracefulInterruption` (on by default).
         ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
-        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
+        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run). With ``--ckpt_path`` the model
+        is rebuilt from the checkpoint (LightningCLI) and so is the DataModule, unless a data class
+        is chosen (see :meth:`_restore_data_from_checkpoint`).
     """
 
     def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
@@ -125,6 +139,8 @@ class ProjectCLI(LightningCLI):
         parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
         parser.add_lightning_class_args(MemoryMonitor, "memory")
         parser.add_lightning_class_args(ExactResume, "exact_resume")
+        parser.add_lightning_class_args(HealthCheck, "health")
+        parser.add_lightning_class_args(GracefulInterruption, "interruption")
         parser.set_defaults(
             {
                 "model": {
@@ -142,6 +158,7 @@ class ProjectCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
+        self.checkpoint: dict[str, Any] | None = None
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
@@ -163,6 +180,50 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
+        if config.get("ckpt_path") is not None:
+            try:
+                self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
+            except CheckpointError as error:
+                parser.error(str(error))
+            self._apply_checkpoint_hyperparameters(parser, subcommand)
+            self._restore_data_from_checkpoint(parser, subcommand)
+
+    def _apply_checkpoint_hyperparameters(self, parser: LightningArgumentParser, subcommand: str) -> None:
+        """Take the model's architecture from the checkpoint (its saved ``hyper_parameters``), as
+        LightningCLI does, but from the file loaded once above with the user's ``weights_only``."""
+        hparams = dict((self.checkpoint or {}).get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        self.config = parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def _parse_ckpt_path(self) -> None:
+        """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``)."""
+
+    def _restore_data_from_checkpoint(self, parser: LightningArgumentParser, subcommand: str) -> None:
+        """Use the checkpoint's DataModule when the command line left the default one in place.
+
+        LightningCLI restores the model's class and arguments from ``--ckpt_path`` but not the
+        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. the diabetes
+        regression) would pair the model with the default digits data. When the configured data class
+        is still ``DEFAULT_DATA`` and the checkpoint was trained with another DataModule (saved by its
+        ``save_hyperparameters()``), that class and its arguments are used instead. Choosing a data
+        class (``--config``, ``--data=...``) turns this off.
+        """
+        config = self.config[subcommand]
+        if config.data.get("class_path") != DEFAULT_DATA:
+            return
+        hparams = dict((self.checkpoint or {}).get("datamodule_hyper_parameters") or {})
+        class_path = hparams.pop("_class_path", None)
+        hparams.pop("_instantiator", None)
+        if class_path is None or class_path == DEFAULT_DATA:
+            return
+        self.config = parser.parse_object(
+            {subcommand: {"data": {"class_path": class_path, "init_args": hparams}}}, self.config
+        )
+        print(f"--ckpt_path: data restored from the checkpoint: {class_path}")
 
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
@@ -172,6 +233,25 @@ class ProjectCLI(LightningCLI):
         config.trainer.logger = _set_logger_dirs(config.trainer.logger, self.run_dir)
         if config.checkpoint.dirpath is None:
             config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
+
+    def instantiate_classes(self) -> None:
+        """Build model, data and trainer; on a bad checkpoint remove the still-empty run folder."""
+        try:
+            super().instantiate_classes()
+            if self.checkpoint is not None:
+                config = self.config[self.subcommand] if self.subcommand else self.config
+                check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
+        except ProjectError:
+            if getattr(self, "run_dir", None) is not None and not any(self.run_dir.iterdir()):
+                self.run_dir.rmdir()
+            raise
+
+    def instantiate_trainer(self, **kwargs: Any) -> Any:
+        """Build the trainer and make its checkpoint writes atomic (temporary file, then rename)."""
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io).__name__ == "TorchCheckpointIO":
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
 
     def after_instantiate_classes(self) -> None:
         """Attach the CSV prediction writer for ``predict``."""
@@ -191,5 +271,16 @@ class ProjectCLI(LightningCLI):
 
 
 def main(args: ArgsType = None) -> None:
-    """Run the CLI on ``args`` (default: ``sys.argv[1:]``)."""
-    ProjectCLI(args=args)
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
+
+    A :class:`~project.errors.ProjectError` (bad checkpoint, missing data, failed health check,
+    interruption) is printed as one ``error:`` line without a traceback, and the process exits with
+    the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM it exits with 143.
+    """
+    try:
+        ProjectCLI(args=args)
+    except ProjectError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(error.exit_code)
+    except SIGTERMException:
+        sys.exit(143)
