@@ -45,6 +45,9 @@ DEPENDENCY_IMPORT_NAMES = frozenset(
         "mypy",
         "cookiecutter",
         "cruft",
+        "onnx",
+        "onnxruntime",
+        "onnxscript",
         "setuptools",
         "pip",
     }

@@ -151,8 +151,9 @@ class SaveConfigToLoggers(SaveConfigCallback):
 def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
     """The progress bar and model summary this project adds unless the config chose its own.
 
-    - Progress: Lightning's tqdm bar on a terminal; :class:`~project.callbacks.LineProgressBar` (plain
-      lines) when stdout is not one. Nothing when ``enable_progress_bar`` is false.
+    - Progress: Lightning's tqdm bar on a terminal;
+      :class:`~project.callbacks.LineProgressBar` (plain lines) when stdout is not one. Nothing
+      when ``enable_progress_bar`` is false.
     - Model summary to depth 3 (parameters per layer, trainable and frozen, and input/output shapes
       when the model sets ``example_input_array``): ``RichModelSummary`` on a terminal, the plain-text
       ``ModelSummary`` otherwise. Nothing when ``enable_model_summary`` is false.
@@ -388,9 +389,9 @@ class ProjectCLI(LightningCLI):
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
-    "export": ("project.export", "write the model as ONNX/TorchScript/torch.export and check it"),
-    "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run folder"),
-    "lr_find": ("project.tuning", "LR range test: suggested LR, loss-vs-LR plot and a config to use"),
+    "export": ("project.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
+    "lr_find": ("project.tuning", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": ("project.tuning", "largest batch size that fits, and a config to use"),
 }
 

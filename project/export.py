@@ -1,4 +1,5 @@
-"""``python -m project export``: write a trained model for inference, then check it against eager PyTorch.
+"""``python -m project export``: write a trained model for inference, then check it against
+eager PyTorch.
 
 Formats:
     ``onnx``: ``model.onnx`` through torch's dynamo ONNX exporter (``LightningModule.to_onnx``), input
@@ -253,7 +254,10 @@ def build_parser() -> Any:
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project export ARGS``: exit 2 on bad input, 1 when the parity check fails."""
+    """Run ``python -m project export ARGS``.
+
+    Exits 2 on bad input, 1 when the parity check fails.
+    """
     from project.loading import resolve_checkpoint, run_config_of
     from project.runs import create_run_dir
 

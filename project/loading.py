@@ -52,7 +52,8 @@ def load_model(ckpt_path: str | Path) -> LightningModule:
     The checkpoint is read with ``torch.load(weights_only=True)``: its ``hyper_parameters`` hold the
     model's ``_class_path`` and init arguments (saved by LightningCLI), which Lightning's trusted
     instantiator (``lightning.pytorch.cli.instantiate_module``) turns back into the model; then the
-    weights are loaded. Only classes already imported can be built, so ``project.models`` is imported.
+    weights are loaded. Only classes already imported can be built, so ``project.models`` is
+    imported.
     """
     import project.models  # noqa: F401  (registers the classes the checkpoint may name)
 

@@ -1,4 +1,5 @@
-"""``python -m project report RUN_DIR``: PNG plots of a run from its ``metrics.csv`` (and its checkpoint).
+"""``python -m project report RUN_DIR``: PNG plots of a run from its ``metrics.csv`` (and its
+checkpoint).
 
 Writes into ``RUN_DIR/report/`` (or ``--output``), each ``WIDTH x HEIGHT`` pixels (640 x 480):
 
@@ -140,7 +141,10 @@ def write_report(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``; exit 2 on bad input."""
+    """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``.
+
+    Exits 2 on bad input.
+    """
     from jsonargparse import ArgumentParser
 
     parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)

@@ -1,4 +1,5 @@
-"""``python -m project lr_find`` and ``python -m project scale_batch_size``: Lightning's Tuner from the CLI.
+"""``python -m project lr_find`` and ``python -m project scale_batch_size``:
+Lightning's Tuner from the CLI.
 
 Both take the same config files and overrides as ``fit`` (``--config``, ``--model.*``, ``--data.*``,
 ``--trainer.*``), create a run folder ``logs/<timestamp>_<command>/`` and write a small config there

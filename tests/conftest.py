@@ -64,7 +64,7 @@ def run_module(
     env: dict[str, str] | None = None,
     base_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text output).
+    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns the result.
 
     The environment is ``base_env`` (default: this process's) updated with ``env``.
     """

@@ -1,4 +1,5 @@
-"""``python -m project export``: every format is written, reloaded and checked against eager PyTorch."""
+"""``python -m project export``: every format is written, reloaded and checked against eager
+PyTorch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``python -m project report RUN_DIR``: the PNGs are written, readable, of the stated size and not blank."""
+"""``python -m project report RUN_DIR``: the PNGs are written, readable, of the stated size and
+not blank."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import warnings
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import torch
 from conftest import REPO_ROOT, RunCLI, run_dirs, run_module
 from training_helpers import Recorder, RecordingSGD
 
-from project.callbacks import MemoryGrowthWarning, warmup_cosine_factor
+from project.callbacks import warmup_cosine_factor
 from project.cli import ProjectCLI
 
 TESTS = str(REPO_ROOT / "tests")
@@ -296,21 +295,28 @@ def test_warmup_cosine_refuses_a_second_scheduler(run_cli: RunCLI) -> None:
         )
 
 
-def test_memory_monitor_warns_on_losses_kept_in_a_list_but_not_on_a_clean_run(run_cli: RunCLI) -> None:
+def test_memory_monitor_warns_on_losses_kept_in_a_list_but_not_on_a_clean_run(tmp_path: Path) -> None:
+    # each run in a fresh process: memory freed by earlier tests in this process would hide growth
     args = [
+        "fit",
         "--trainer.max_epochs=6",
         "--trainer.limit_train_batches=10",
         "--trainer.limit_val_batches=1",
         "--memory.patience=3",
         "--memory.min_growth_mib=4",
+        "--trainer.enable_progress_bar=false",
     ]
-    with pytest.warns(MemoryGrowthWarning, match=r"list .*\.item\(\)"):
-        run_cli("fit", "--model=training_helpers.LeakyClassifier", *args)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        cli = run_cli("fit", *args)
-    assert not [w for w in caught if issubclass(w.category, MemoryGrowthWarning)]
-    assert "memory/rss_mib" in cli.trainer.logged_metrics
+    env = {"PYTHONPATH": TESTS}
+    leaky = run_module(
+        [*args, "--model=training_helpers.LeakyClassifier", "--run_name=leaky"], cwd=tmp_path, env=env
+    )
+    assert "grew after each of the last 3 epochs" in leaky.stderr and ".item()" in leaky.stderr, leaky.stderr[
+        -2000:
+    ]
+    clean = run_module([*args, "--run_name=clean"], cwd=tmp_path, env=env)
+    assert "grew after each" not in clean.stderr
+    header = (tmp_path / "logs" / "clean" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "memory/rss_mib" in header and "memory/heap_mib" in header
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA memory figures need a GPU")

@@ -1,4 +1,5 @@
-"""``python -m project lr_find``: a finite suggested LR, the loss-vs-LR plot and a config that applies it."""
+"""``python -m project lr_find``: a finite suggested LR, the loss-vs-LR plot and a config that
+applies it."""
 
 from __future__ import annotations
 
