@@ -37,8 +37,9 @@ class Timer(Callback):
         self.start = time.perf_counter()
         self.epoch_images = 0
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self.epoch_images += batch[0].shape[0]
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -51,14 +52,25 @@ class Timer(Callback):
 
 def run(extra: list[str], smoke: bool) -> tuple[ProjectCLI, Timer]:
     timer = Timer()
-    size = ["--data.num_samples=64", "--data.batch_size=16", "--trainer.max_epochs=2"] if smoke else [
-        "--data.num_samples=20000", "--data.batch_size=256", "--trainer.max_epochs=3"]
+    size = (
+        ["--data.num_samples=64", "--data.batch_size=16", "--trainer.max_epochs=2"]
+        if smoke
+        else ["--data.num_samples=20000", "--data.batch_size=256", "--trainer.max_epochs=3"]
+    )
     accelerator = "cpu" if smoke else "gpu"
-    args = ["--data=project.data.SyntheticDataModule", "--model.backbone=project.models.TorchvisionResNet",
-            "--model.backbone.in_channels=3",
-            f"--trainer.accelerator={accelerator}", "--trainer.devices=1", "--trainer.limit_val_batches=2",
-            "--trainer.enable_progress_bar=false", "--logs_dir=logs/gpu_check", "--memory.log_every_n_steps=10",
-            *size, *extra]
+    args = [
+        "--data=project.data.SyntheticDataModule",
+        "--model.backbone=project.models.TorchvisionResNet",
+        "--model.backbone.in_channels=3",
+        f"--trainer.accelerator={accelerator}",
+        "--trainer.devices=1",
+        "--trainer.limit_val_batches=2",
+        "--trainer.enable_progress_bar=false",
+        "--logs_dir=logs/gpu_check",
+        "--memory.log_every_n_steps=10",
+        *size,
+        *extra,
+    ]
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     cli = ProjectCLI(args=args, run=False)
@@ -68,7 +80,9 @@ def run(extra: list[str], smoke: bool) -> tuple[ProjectCLI, Timer]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny CPU run to check the script")
     smoke = parser.parse_args().smoke
     if not smoke and not torch.cuda.is_available():
@@ -84,13 +98,17 @@ def main() -> None:
         loss = float(cli.trainer.callback_metrics["train/loss"])
         print(f"| {precision} | {timer.images / max(timer.seconds, 1e-9):.0f} | {peak:.0f} | {loss:.4f} |")
     if not smoke:
-        cli, timer = run(["--trainer.strategy=ddp", "--trainer.sync_batchnorm=true",
-                          "--trainer.precision=bf16-mixed"], smoke)
+        cli, timer = run(
+            ["--trainer.strategy=ddp", "--trainer.sync_batchnorm=true", "--trainer.precision=bf16-mixed"],
+            smoke,
+        )
         sync = sum(isinstance(m, torch.nn.SyncBatchNorm) for m in cli.model.modules())
         plain = sum(type(m) is torch.nn.BatchNorm2d for m in cli.model.modules())
         loss = float(cli.trainer.callback_metrics["train/loss"])
-        print(f"| ddp + sync_batchnorm (1 GPU, bf16) | {timer.images / max(timer.seconds, 1e-9):.0f} | "
-              f"{torch.cuda.max_memory_allocated() / 2**20:.0f} | {loss:.4f} |")
+        print(
+            f"| ddp + sync_batchnorm (1 GPU, bf16) | {timer.images / max(timer.seconds, 1e-9):.0f} | "
+            f"{torch.cuda.max_memory_allocated() / 2**20:.0f} | {loss:.4f} |"
+        )
         print(f"\nSyncBatchNorm layers: {sync}, plain BatchNorm2d left: {plain}")
     memory = {k: float(v) for k, v in cli.trainer.logged_metrics.items() if k.startswith("memory/")}
     print("\nMemory callback (last logged):", ", ".join(f"{k}={v:.0f}" for k, v in sorted(memory.items())))
