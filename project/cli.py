@@ -9,6 +9,7 @@ an :class:`~project.models.ImageClassifier` with a :class:`~project.models.Simpl
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,18 @@ from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.callbacks import CSVPredictionWriter, ExactResume, MemoryMonitor, WarmupCosineSchedule
+from project.callbacks import (
+    CSVPredictionWriter,
+    ExactResume,
+    GracefulInterruption,
+    HealthCheck,
+    MemoryMonitor,
+    WarmupCosineSchedule,
+)
+from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
+from project.errors import CheckpointError, ProjectError
 from project.runs import CHECKPOINT_ALIASES, create_run_dir, find_checkpoint
 
 DEFAULT_MODEL = "project.models.ImageClassifier"
@@ -91,6 +102,8 @@ class ProjectCLI(LightningCLI):
         ``--lr_schedule.*``: :class:`~project.callbacks.WarmupCosineSchedule` (on by default).
         ``--memory.*``: :class:`~project.callbacks.MemoryMonitor` (on by default).
         ``--exact_resume.*``: :class:`~project.callbacks.ExactResume` (on by default).
+        ``--health.*``: :class:`~project.callbacks.HealthCheck` (on by default).
+        ``--interruption.*``: :class:`~project.callbacks.GracefulInterruption` (on by default).
         ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
         under ``--logs_dir`` (for ``fit``, ``last`` resumes that run).
     """
@@ -117,6 +130,8 @@ class ProjectCLI(LightningCLI):
         parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
         parser.add_lightning_class_args(MemoryMonitor, "memory")
         parser.add_lightning_class_args(ExactResume, "exact_resume")
+        parser.add_lightning_class_args(HealthCheck, "health")
+        parser.add_lightning_class_args(GracefulInterruption, "interruption")
         parser.set_defaults(
             {
                 "model": {
@@ -155,6 +170,27 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
+        self.checkpoint: dict[str, Any] | None = None
+        if config.get("ckpt_path") is not None:
+            try:
+                self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
+            except CheckpointError as error:
+                parser.error(str(error))
+            self._apply_checkpoint_hyperparameters(parser, subcommand)
+
+    def _apply_checkpoint_hyperparameters(self, parser: LightningArgumentParser, subcommand: str) -> None:
+        """Take the model's architecture from the checkpoint (its saved ``hyper_parameters``), as
+        LightningCLI does, but from the file loaded once above with the user's ``weights_only``."""
+        hparams = dict((self.checkpoint or {}).get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
+        self.config = parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def _parse_ckpt_path(self) -> None:
+        """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``)."""
 
     def before_instantiate_classes(self) -> None:
         """Create this run's folder and point the trainer, logger and checkpoints at it."""
@@ -164,6 +200,25 @@ class ProjectCLI(LightningCLI):
         config.trainer.logger = _set_logger_dirs(config.trainer.logger, self.run_dir)
         if config.checkpoint.dirpath is None:
             config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
+
+    def instantiate_classes(self) -> None:
+        """Build model, data and trainer; on a bad checkpoint remove the still-empty run folder."""
+        try:
+            super().instantiate_classes()
+            if self.checkpoint is not None:
+                config = self.config[self.subcommand] if self.subcommand else self.config
+                check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
+        except ProjectError:
+            if getattr(self, "run_dir", None) is not None and not any(self.run_dir.iterdir()):
+                self.run_dir.rmdir()
+            raise
+
+    def instantiate_trainer(self, **kwargs: Any) -> Any:
+        """Build the trainer and make its checkpoint writes atomic (temporary file, then rename)."""
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io).__name__ == "TorchCheckpointIO":
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
 
     def after_instantiate_classes(self) -> None:
         """Attach the CSV prediction writer for ``predict``."""
@@ -183,5 +238,16 @@ class ProjectCLI(LightningCLI):
 
 
 def main(args: ArgsType = None) -> None:
-    """Run the CLI on ``args`` (default: ``sys.argv[1:]``)."""
-    ProjectCLI(args=args)
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
+
+    A :class:`~project.errors.ProjectError` (bad checkpoint, missing data, failed health check,
+    interruption) is printed as one ``error:`` line without a traceback, and the process exits with
+    the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM it exits with 143.
+    """
+    try:
+        ProjectCLI(args=args)
+    except ProjectError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(error.exit_code)
+    except SIGTERMException:
+        sys.exit(143)

@@ -15,6 +15,7 @@ from project.data import (
     DigitsDataModule,
     FashionMNISTDataModule,
     MNISTDataModule,
+    SyntheticDataModule,
     channel_mean_std,
     seeded_split,
 )
@@ -129,3 +130,14 @@ def test_missing_data_dir_names_the_path_and_the_fix(tmp_path: Path) -> None:
     dm = MNISTDataModule(data_dir=str(tmp_path / "nowhere"), num_workers=0)
     with pytest.raises(FileNotFoundError, match=r"nowhere.*--data.download=true"):
         dm.setup("fit")
+
+
+def test_synthetic_data_is_seeded_and_learnable_shaped() -> None:
+    first, second = SyntheticDataModule(num_samples=40, seed=1), SyntheticDataModule(num_samples=40, seed=1)
+    first.setup()
+    second.setup()
+    assert torch.equal(first.train_set.inputs, second.train_set.inputs)  # type: ignore[union-attr]
+    x, y = next(iter(first.train_dataloader()))
+    assert x.shape == (40, 3, 32, 32) and y.dtype == torch.int64
+    assert len(first.val_set) == len(first.test_set) == 10  # type: ignore[arg-type]
+    assert len(set(first.train_set.targets.tolist())) > 1  # type: ignore[union-attr]

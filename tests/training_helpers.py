@@ -8,6 +8,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 
+from project.data import DigitsDataModule
 from project.models import ImageClassifier
 
 
@@ -94,3 +95,100 @@ class LeakyClassifier(ImageClassifier):
         inputs, target = batch
         self.kept.append(self.compute_loss(self(inputs), target))  # should be .item()
         return loss
+
+
+# ---------------------------------------------------------------------------- broken cases for health checks
+class HiddenListBackbone(torch.nn.Module):
+    """Keeps its layers in a plain Python list: they are never registered, trained or saved."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = [torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU()]
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.proj = torch.nn.Conv2d(1, 8, 1)
+        self.out_features = 8
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.pool(self.proj(x)).flatten(1)
+
+
+class DetachedBackbone(torch.nn.Module):
+    """Cuts the graph with ``detach()``: the stem never gets a gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(1, 8, 3, padding=1)
+        self.body = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.out_features = 16
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = self.stem(x).detach()
+        return self.body(features).mean(dim=(2, 3))
+
+
+class NaNLossClassifier(ImageClassifier):
+    """Returns a NaN loss from global step ``nan_at_step`` on."""
+
+    def __init__(self, nan_at_step: int = 3, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.nan_at_step = nan_at_step
+
+    def compute_loss(self, output: Tensor, target: Tensor) -> Tensor:
+        loss = super().compute_loss(output, target)
+        if self.training and self.trainer.global_step >= self.nan_at_step:
+            return loss * float("nan")
+        return loss
+
+
+class GradInValidationClassifier(ImageClassifier):
+    """Builds a graph in validation and returns it."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        super().validation_step(batch, batch_idx)
+        with torch.enable_grad():
+            return {"logits": self(batch[0])}
+
+
+class CrashingClassifier(ImageClassifier):
+    """Raises inside ``training_step`` at global step ``crash_at_step``."""
+
+    def __init__(self, crash_at_step: int = 3, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.crash_at_step = crash_at_step
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        if self.trainer.global_step == self.crash_at_step:
+            raise RuntimeError("boom: a bug inside training_step")
+        return super().training_step(batch, batch_idx)
+
+
+class NaNInputDigits(DigitsDataModule):
+    """Every second training image is all NaN."""
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        assert self.train_set is not None
+        self.train_set.inputs[::2] = float("nan")
+
+
+class ColumnLabelDigits(DigitsDataModule):
+    """Training labels shaped ``[N, 1]`` instead of ``[N]``."""
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        assert self.train_set is not None
+        self.train_set.targets = self.train_set.targets.unsqueeze(1)
+
+
+class SlowDown(Callback):
+    """Sleeps after every training batch so a test can signal the run mid-epoch."""
+
+    def __init__(self, seconds: float = 0.1) -> None:
+        self.seconds = seconds
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        import time
+
+        time.sleep(self.seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,6 +11,7 @@ from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
 
 from project.data.base import BaseDataModule, seeded_split
+from project.errors import DataError
 
 
 class TorchvisionDataModule(BaseDataModule):
@@ -33,7 +35,8 @@ class TorchvisionDataModule(BaseDataModule):
             :class:`~project.data.base.BaseDataModule`.
 
     Raises:
-        FileNotFoundError: in ``setup`` when the files are not in ``data_dir`` and ``download`` is off.
+        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is missing or
+            empty, or the dataset's files are missing, truncated or corrupt.
     """
 
     dataset_name: ClassVar[str]
@@ -93,13 +96,21 @@ class TorchvisionDataModule(BaseDataModule):
             self._dataset(train=False, transform=None, download=True)
 
     def _load(self, train: bool, transform: Any) -> Dataset[Any]:
+        if not self.data_dir.is_dir() or not any(self.data_dir.iterdir()):
+            state = "does not exist" if not self.data_dir.exists() else "is empty"
+            raise DataError(
+                f"data_dir={str(self.data_dir)!r} {state} (absolute: {self.data_dir.resolve()}); "
+                f"{self.dataset_name} is expected there. Download it with --data.download=true, or point "
+                "--data.data_dir at a folder that holds it in torchvision's layout."
+            )
         try:
             return self._dataset(train=train, transform=transform)
-        except RuntimeError as error:
-            raise FileNotFoundError(
-                f"{self.dataset_name} was not found (or is corrupt) in data_dir={str(self.data_dir)!r} "
-                f"(absolute: {self.data_dir.resolve()}). Download it with --data.download=true, or point "
-                f"--data.data_dir at a folder that holds it in torchvision's layout. ({error})"
+        except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
+            raise DataError(
+                f"{self.dataset_name} in data_dir={str(self.data_dir)!r} "
+                f"(absolute: {self.data_dir.resolve()}) is missing or unreadable: "
+                f"{type(error).__name__}: {error}. A truncated or partial download? "
+                "Delete the dataset's folder and download again with --data.download=true."
             ) from error
 
     def setup(self, stage: str | None = None) -> None:

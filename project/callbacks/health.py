@@ -1,0 +1,249 @@
+"""Health checks for the classic silent training bugs (PRACTICES.md rows 2, 3 and 6)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from torch import Tensor, nn
+
+from project.errors import ConfigError, HealthCheckError
+
+#: The checks, by the name used to switch one off (``--health.disable=[name, ...]``).
+CHECKS = {
+    "hidden_modules": "nn.Modules/Parameters kept in plain Python lists, tuples or dicts (at fit start)",
+    "missing_grads": "trainable parameters with no gradient after the first backward",
+    "input_finite": "NaN/Inf in the floating-point inputs of the first batches",
+    "label_range": "integer labels outside [0, num_classes) in the first batches",
+    "label_shape": "integer labels shaped [B, 1] where [B] is meant, in the first batches",
+    "loss_finite": "a NaN/Inf training loss (every loss_check_every_n_steps steps)",
+    "eval_no_grad": "validation/predict outputs that still require grad (first batches)",
+}
+
+
+def _tensors(obj: Any, prefix: str) -> Iterator[tuple[str, Tensor]]:
+    """Yield ``(path, tensor)`` for every tensor in a nested batch/output structure."""
+    if isinstance(obj, Tensor):
+        yield prefix, obj
+    elif isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _tensors(value, f"{prefix}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for index, value in enumerate(obj):
+            yield from _tensors(value, f"{prefix}[{index}]")
+
+
+def hidden_modules(model: nn.Module) -> list[str]:
+    """Names of modules/parameters stored in plain ``list``/``tuple``/``dict`` attributes of ``model``
+    or its submodules: PyTorch does not register them, so ``.parameters()`` (and the optimizer,
+    ``.to(device)``, ``state_dict``) never see them."""
+    found = []
+    for module_name, module in model.named_modules():
+        for attribute, value in vars(module).items():
+            if attribute.startswith("_"):
+                continue
+            items = (
+                value.items()
+                if isinstance(value, dict)
+                else enumerate(value)
+                if isinstance(value, (list, tuple))
+                else ()
+            )
+            for key, item in items:
+                if isinstance(item, (nn.Module, nn.Parameter)):
+                    where = f"{module_name}.{attribute}" if module_name else attribute
+                    found.append(f"{where}[{key!r}] ({type(item).__name__})")
+    return found
+
+
+class HealthCheck(Callback):
+    """Catch silent training bugs early and stop with a message that names the culprit and the fix.
+
+    Checks (names for ``disable``) and when they run: see :data:`CHECKS`. Cost: the batch checks
+    look at the first ``check_batches`` training and validation batches only; the loss check is one
+    ``isfinite`` per ``loss_check_every_n_steps`` steps (a host-device sync on GPU).
+
+    Args:
+        disable: Names of checks to switch off, e.g. ``[missing_grads]``.
+        check_batches: How many first batches (per stage) the batch checks inspect.
+        loss_check_every_n_steps: Interval of the non-finite-loss check in training steps (0: off).
+        enabled: Switch every check off.
+
+    Raises:
+        HealthCheckError: when a check fails (training stops before the optimizer step of a bad
+            loss, so the last saved checkpoint stays the last good one).
+        ConfigError: for an unknown check name in ``disable``.
+    """
+
+    def __init__(
+        self,
+        disable: Sequence[str] = (),
+        check_batches: int = 2,
+        loss_check_every_n_steps: int = 1,
+        enabled: bool = True,
+    ) -> None:
+        unknown = sorted(set(disable) - set(CHECKS))
+        if unknown:
+            raise ConfigError(f"health.disable: unknown check(s) {unknown}; the checks are {sorted(CHECKS)}")
+        self.active = {name for name in CHECKS if name not in disable} if enabled else set()
+        self.check_batches = check_batches
+        self.loss_check_every_n_steps = loss_check_every_n_steps
+        self._grads_checked = False
+        self._batches_seen = {"train": 0, "val": 0}
+        self._outputs_seen = {"val": 0, "predict": 0}
+
+    @staticmethod
+    def _fail(check: str, message: str) -> None:
+        raise HealthCheckError(
+            f"health check {check!r} failed: {message} "
+            f"(switch it off with --health.disable=[{check}] if this is intended)"
+        )
+
+    # ------------------------------------------------------------------ fit start
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Look for modules hidden in plain containers."""
+        self._grads_checked = False
+        if "hidden_modules" in self.active:
+            hidden = hidden_modules(pl_module)
+            if hidden:
+                self._fail(
+                    "hidden_modules",
+                    f"{', '.join(hidden)} are kept in plain Python containers, so "
+                    "their parameters are never trained, moved to the device or saved. Use "
+                    "nn.ModuleList / nn.ModuleDict / nn.ParameterList instead.",
+                )
+
+    # ------------------------------------------------------------------ batches
+    def _check_batch(self, batch: Any, stage: str, pl_module: LightningModule) -> None:
+        if self._batches_seen[stage] >= self.check_batches:
+            return
+        index = self._batches_seen[stage]
+        self._batches_seen[stage] += 1
+        if "input_finite" in self.active:
+            for path, tensor in _tensors(batch, "batch"):
+                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                    nan, inf = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
+                    self._fail(
+                        "input_finite",
+                        f"{stage} batch {index}: {path} has {nan} NaN and {inf} Inf "
+                        "values. Clean the data (or its normalisation: a std of 0 divides by zero).",
+                    )
+        if not (isinstance(batch, (list, tuple)) and len(batch) >= 2 and isinstance(batch[1], Tensor)):
+            return
+        labels = batch[1]
+        if labels.is_floating_point() or labels.dtype == torch.bool:
+            return
+        if "label_shape" in self.active and labels.ndim == 2 and labels.shape[1] == 1:
+            self._fail(
+                "label_shape",
+                f"{stage} batch {index}: labels have shape {list(labels.shape)}; "
+                f"class labels must be [B] = [{labels.shape[0]}]. Squeeze the last dimension "
+                "(labels.squeeze(1)) in the dataset or collate_fn.",
+            )
+        num_classes = getattr(pl_module, "num_classes", None)
+        if "label_range" in self.active and isinstance(num_classes, int) and labels.numel():
+            low, high = int(labels.min()), int(labels.max())
+            if low < 0 or high >= num_classes:
+                bad = sorted({int(v) for v in labels.flatten() if not 0 <= int(v) < num_classes})[:10]
+                self._fail(
+                    "label_range",
+                    f"{stage} batch {index}: labels {bad} are outside "
+                    f"[0, {num_classes}) (num_classes={num_classes}). Fix the labels, or set "
+                    "--model.num_classes to the number of classes in the data.",
+                )
+
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        """Inspect the first training batches."""
+        self._check_batch(batch, "train", pl_module)
+
+    def on_validation_batch_start(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Inspect the first validation batches (the sanity check's included: data is seen there first)."""
+        self._check_batch(batch, "val", pl_module)
+
+    # ------------------------------------------------------------------ loss and gradients
+    def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: Tensor) -> None:
+        """Stop on a non-finite loss before it reaches the weights."""
+        every = self.loss_check_every_n_steps
+        if "loss_finite" not in self.active or every <= 0 or trainer.global_step % every:
+            return
+        if not bool(torch.isfinite(loss.detach()).all()):
+            lrs = [group["lr"] for opt in trainer.optimizers for group in opt.param_groups]
+            callback = trainer.checkpoint_callback
+            last = getattr(callback, "last_model_path", "") or "none saved yet"
+            self._fail(
+                "loss_finite",
+                f"the training loss (returned by training_step) is {loss.item()} at "
+                f"global step {trainer.global_step} (epoch {trainer.current_epoch}); LR then: "
+                f"{', '.join(f'{lr:.3g}' for lr in lrs)}. Training stopped before this step "
+                f"changed the weights; the last good checkpoint is {last}. Usual causes: the LR "
+                "is too high (lower --model.optimizer.lr or lengthen --lr_schedule.warmup_steps), "
+                "bad data (NaN/Inf inputs, labels out of range), or exploding gradients "
+                "(--trainer.gradient_clip_val).",
+            )
+
+    def on_after_backward(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """After the first backward, name every trainable parameter that got no gradient."""
+        if self._grads_checked or "missing_grads" not in self.active:
+            return
+        self._grads_checked = True
+        missing = [name for name, p in pl_module.named_parameters() if p.requires_grad and p.grad is None]
+        if missing:
+            self._fail(
+                "missing_grads",
+                f"these trainable parameters got no gradient from the first backward: "
+                f"{', '.join(missing)}. They are unused in the loss, or cut off from it (detach(), "
+                ".data, .item(), or a tensor rebuilt from numpy). Use them, or freeze them with "
+                "requires_grad_(False).",
+            )
+
+    # ------------------------------------------------------------------ evaluation outputs
+    def _check_outputs(self, outputs: Any, stage: str) -> None:
+        if "eval_no_grad" not in self.active or self._outputs_seen[stage] >= self.check_batches:
+            return
+        self._outputs_seen[stage] += 1
+        with_grad = [path for path, t in _tensors(outputs, "output") if t.requires_grad]
+        if with_grad:
+            self._fail(
+                "eval_no_grad",
+                f"{stage} step returned {', '.join(with_grad)} that require grad: a "
+                "graph was built during evaluation (torch.enable_grad() or a tensor kept from "
+                "training?). Evaluation must run under torch.no_grad(); detach() what you return.",
+            )
+
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Check that validation outputs carry no graph."""
+        self._check_outputs(outputs, "val")
+
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Check that predict outputs carry no graph."""
+        self._check_outputs(outputs, "predict")
+
+
+__all__ = ["CHECKS", "HealthCheck", "hidden_modules"]

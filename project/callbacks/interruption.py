@@ -1,0 +1,101 @@
+"""Stop cleanly on SIGINT (Ctrl-C) or SIGTERM (a scheduler's preemption) with a resumable checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from project.errors import TrainingInterrupted
+
+log = logging.getLogger(__name__)
+
+
+class GracefulInterruption(Callback):
+    """Turn SIGINT and SIGTERM during ``fit`` into a clean stop that keeps the progress.
+
+    SIGINT sets a flag that is acted on at the end of the current training batch (a second Ctrl-C
+    interrupts at once, as usual); SIGTERM is handled the same way by Lightning's own signal
+    connector. Either way the weights are consistent (a whole optimizer step is done), a checkpoint is
+    written atomically as ``checkpoints/last.ckpt`` of the run, the command says how to resume
+    (``--ckpt_path last``) and exits with 130 (SIGINT) or 143 (SIGTERM). With several processes the
+    flag is agreed across ranks (one all-reduce of a bool per step) so all stop at the same step.
+    A checkpoint saved mid-epoch resumes the step count and LR schedule exactly; see README
+    ("Checkpoints and exact resume") for what it means for the data order.
+
+    Args:
+        enabled: Leave signal handling to Python and Lightning (no checkpoint on SIGINT/SIGTERM).
+    """
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.requested: int | None = None
+        self.saved_path: Path | None = None
+        self._previous_handler: Any = None
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested is not None:  # second Ctrl-C: give up waiting
+            signal.signal(signal.SIGINT, self._previous_handler or signal.default_int_handler)
+            raise KeyboardInterrupt
+        self.requested = signum
+        log.warning("SIGINT received: stopping after this training batch (press Ctrl-C again to abort)")
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Install the SIGINT handler (main thread only)."""
+        self.requested = None
+        if self.enabled and threading.current_thread() is threading.main_thread():
+            self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _restore(self) -> None:
+        if self._previous_handler is not None:
+            signal.signal(signal.SIGINT, self._previous_handler)
+            self._previous_handler = None
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Put the previous SIGINT handler back."""
+        self._restore()
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Act on a pending SIGINT now that the batch's optimizer step is complete."""
+        if not self.enabled:
+            return
+        stop = self.requested is not None
+        if trainer.world_size > 1:
+            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
+        if stop:
+            raise TrainingInterrupted(f"interrupted by SIGINT at global step {trainer.global_step}")
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        """On SIGINT/SIGTERM, save ``last.ckpt`` atomically and say how to resume."""
+        self._restore()
+        if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
+            return
+        callback = trainer.checkpoint_callback
+        folder = (
+            Path(callback.dirpath)
+            if isinstance(callback, ModelCheckpoint) and callback.dirpath
+            else Path(trainer.default_root_dir) / "checkpoints"
+        )
+        self.saved_path = folder / "last.ckpt"
+        trainer.save_checkpoint(self.saved_path)
+        name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
+        where = f"global step {trainer.global_step} (epoch {trainer.current_epoch})"
+        if isinstance(exception, TrainingInterrupted):
+            exception.args = (
+                f"interrupted by {name} at {where}; saved a resumable checkpoint to {self.saved_path}",
+            )
+        if trainer.is_global_zero:
+            print(
+                f"\nInterrupted by {name} at {where}. Saved a resumable checkpoint: {self.saved_path}\n"
+                "Resume with the same command plus: --ckpt_path last",
+                flush=True,
+            )

@@ -1,0 +1,98 @@
+"""Safe checkpoint files: atomic writes, and checks that run before a checkpoint is used."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+from torch import nn
+
+from project.errors import CheckpointError
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place.
+
+    A crash or a kill while a checkpoint is written leaves the previous ``last.ckpt`` (or best) intact
+    instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on one
+    filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
+    ) -> None:
+        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises)."""
+        if "://" in str(path) or storage_options is not None:
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            torch.save(checkpoint, temporary)
+            os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[str, Any]:
+    """Load a checkpoint on the CPU, memory-mapped (cheap even for large files), with clear errors.
+
+    With ``weights_only`` true (or ``None``) only tensors and plain containers are unpickled, so a
+    file cannot run code (PRACTICES.md row 15); ``weights_only=False`` is the explicit trust flag.
+
+    Raises:
+        CheckpointError: the file does not exist, is truncated or corrupt, or needs arbitrary
+            unpickling while ``weights_only`` is not ``False``.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise CheckpointError(f"checkpoint {str(file)!r} does not exist")
+    safe = weights_only is not False
+    try:
+        return torch.load(file, map_location="cpu", weights_only=safe, mmap=True)
+    except pickle.UnpicklingError as error:
+        if safe and "weights_only" in str(error).lower().replace(" ", "_"):
+            raise CheckpointError(
+                f"checkpoint {str(file)!r} holds Python objects that only a full unpickle can load, and "
+                "unpickling can run arbitrary code. If you trust this file, pass --weights_only=false."
+            ) from None
+        raise CheckpointError(f"checkpoint {str(file)!r} is corrupt: {error}") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as error:
+        raise CheckpointError(
+            f"checkpoint {str(file)!r} is not a readable PyTorch checkpoint (truncated or corrupt? "
+            f"{type(error).__name__}: {str(error).splitlines()[0]})"
+        ) from None
+
+
+def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Raise :class:`CheckpointError` naming ``path`` and the first key that does not fit ``model``.
+
+    Compares the checkpoint's ``state_dict`` with ``model.state_dict()``: missing keys, unexpected
+    keys, and the first tensor whose shape differs (with both shapes). For transfer learning from a
+    different model, load the weights yourself with ``strict=False`` (see README, "Checkpoints").
+    """
+    if "state_dict" not in checkpoint:
+        raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict': not a Lightning checkpoint")
+    saved = checkpoint["state_dict"]
+    expected = model.state_dict()
+    for key, tensor in expected.items():
+        if key in saved and tuple(saved[key].shape) != tuple(tensor.shape):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} does not fit this model: {key!r} has shape "
+                f"{tuple(saved[key].shape)} in the checkpoint but {tuple(tensor.shape)} in the model "
+                f"({type(model).__name__}). Use the config the checkpoint was trained with."
+            )
+    missing = [key for key in expected if key not in saved]
+    unexpected = [key for key in saved if key not in expected]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not fit this model ({type(model).__name__}): "
+            f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )

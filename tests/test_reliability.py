@@ -1,0 +1,247 @@
+"""Reliability: health checks, bad input, interruption and safe loading. Each failure must give a clear
+message naming the bad value and the fix, a non-zero exit code, and lose nothing already saved."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO_ROOT, RunCLI, run_dirs, run_module
+
+from project.callbacks import CHECKS, HealthCheck
+from project.checkpointing import AtomicCheckpointIO
+from project.errors import CheckpointError, ConfigError, HealthCheckError
+
+TESTS = str(REPO_ROOT / "tests")
+
+
+# ---------------------------------------------------------------------------------- health checks
+@pytest.mark.parametrize(
+    "args, check, named",
+    [
+        (
+            ["--model.backbone=training_helpers.HiddenListBackbone"],
+            "hidden_modules",
+            "backbone.blocks[0] (Conv2d)",
+        ),
+        (["--model.backbone=training_helpers.DetachedBackbone"], "missing_grads", "backbone.stem.weight"),
+        (["--data=training_helpers.NaNInputDigits"], "input_finite", "NaN"),
+        (["--model.num_classes=5"], "label_range", "outside [0, 5)"),
+        (["--data=training_helpers.ColumnLabelDigits"], "label_shape", "shape [64, 1]"),
+        (["--model=training_helpers.GradInValidationClassifier"], "eval_no_grad", "output['logits']"),
+    ],
+)
+def test_health_check_names_the_broken_thing(
+    run_cli: RunCLI, args: list[str], check: str, named: str
+) -> None:
+    with pytest.raises(HealthCheckError, match=rf"'{check}' failed") as caught:
+        run_cli("fit", *args)
+    assert named in str(caught.value)
+    assert f"--health.disable=[{check}]" in str(caught.value)
+
+
+def test_a_disabled_check_lets_training_run(run_cli: RunCLI) -> None:
+    cli = run_cli(
+        "fit", "--model.backbone=training_helpers.DetachedBackbone", "--health.disable=[missing_grads]"
+    )
+    assert cli.trainer.state.finished
+    with pytest.raises(ConfigError, match="unknown check"):
+        HealthCheck(disable=["no_such_check"])
+    assert len(CHECKS) == 7
+
+
+def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
+    result = run_module(
+        [
+            "fit",
+            "--model=training_helpers.NaNLossClassifier",
+            "--model.nan_at_step=3",
+            "--trainer.max_epochs=3",
+            "--trainer.limit_train_batches=2",
+            "--trainer.enable_progress_bar=false",
+        ],
+        cwd=tmp_path,
+        check=False,
+        env={"PYTHONPATH": TESTS},
+    )
+    assert result.returncode == 1
+    assert "health check 'loss_finite' failed" in result.stderr and "nan at global step 3" in result.stderr
+    assert "LR then" in result.stderr and "Traceback" not in result.stderr
+    (run,) = run_dirs(tmp_path / "logs")
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 2 and last["epoch"] == 0, "the last good checkpoint (end of epoch 0) stays"
+    assert all(torch.isfinite(t).all() for t in last["state_dict"].values() if t.is_floating_point())
+
+
+# ---------------------------------------------------------------------------------- bad config
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--trainer.max_epohcs=3"], "max_epohcs"),
+        (["--config", str(REPO_ROOT / "tests" / "bad_key.yaml")], "max_epohcs"),
+        (["--trainer.max_epochs=three"], "max_epochs"),
+        (["--config", "no_such_config.yaml"], "no_such_config.yaml"),
+        (["--model.backbone=project.models.NoSuchNet"], "project.models.NoSuchNet"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key_or_file_without_a_run_folder(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        run_cli("fit", *args)
+    assert caught.value.code == 2
+    assert named in capsys.readouterr().err
+    assert not (workdir / "logs").exists()
+
+
+# ---------------------------------------------------------------------------------- bad checkpoints
+@pytest.fixture
+def good_checkpoint(run_cli: RunCLI) -> Path:
+    cli = run_cli("fit")
+    return cli.run_dir / "checkpoints" / "last.ckpt"
+
+
+def test_truncated_checkpoint_is_named(
+    run_cli: RunCLI, good_checkpoint: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    truncated = workdir / "truncated.ckpt"
+    truncated.write_bytes(good_checkpoint.read_bytes()[: good_checkpoint.stat().st_size // 2])
+    before = len(run_dirs(workdir / "logs"))
+    with pytest.raises(SystemExit) as caught:
+        run_cli("test", f"--ckpt_path={truncated}")
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "truncated.ckpt" in err and "truncated or corrupt" in err
+    assert len(run_dirs(workdir / "logs")) == before, "no run folder for a failed command"
+
+
+def test_checkpoint_that_needs_unpickling_is_refused_without_the_trust_flag(
+    run_cli: RunCLI, good_checkpoint: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = torch.load(good_checkpoint, weights_only=True)
+    checkpoint["extra"] = Path("an arbitrary python object")
+    unsafe = workdir / "unsafe.ckpt"
+    torch.save(checkpoint, unsafe)
+    with pytest.raises(SystemExit) as caught:
+        run_cli("test", f"--ckpt_path={unsafe}")
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "unsafe.ckpt" in err and "--weights_only=false" in err
+    cli = run_cli("test", f"--ckpt_path={unsafe}", "--weights_only=false")  # explicit trust
+    assert "test/acc" in cli.trainer.callback_metrics
+
+
+def test_checkpoint_of_another_model_names_the_first_mismatched_key(
+    run_cli: RunCLI, good_checkpoint: Path, workdir: Path
+) -> None:
+    checkpoint = torch.load(good_checkpoint, weights_only=True)
+    del checkpoint["hyper_parameters"]  # so the config's model is used, as with a foreign checkpoint
+    checkpoint["state_dict"]["head.weight"] = torch.zeros(5, 128)
+    foreign = workdir / "foreign.ckpt"
+    torch.save(checkpoint, foreign)
+    before = len(run_dirs(workdir / "logs"))
+    with pytest.raises(CheckpointError, match=r"foreign\.ckpt.*'head\.weight' has shape \(5, 128\)"):
+        run_cli("test", f"--ckpt_path={foreign}")
+    assert len(run_dirs(workdir / "logs")) == before
+
+
+# ---------------------------------------------------------------------------------- crashes and writes
+def test_checkpoint_writes_are_atomic(tmp_path: Path) -> None:
+    target = tmp_path / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"value": torch.tensor(1)}, target)
+    with pytest.raises(Exception):  # noqa: B017 - pickling a lambda fails half-way through the write
+        io.save_checkpoint({"value": torch.tensor(2), "bad": lambda: None}, target)
+    assert torch.load(target, weights_only=True)["value"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"], "no temporary file left behind"
+
+
+def test_a_crash_in_training_step_leaves_the_previous_last_checkpoint_intact(run_cli: RunCLI) -> None:
+    with pytest.raises(RuntimeError, match="boom"):
+        run_cli(
+            "fit",
+            "--model=training_helpers.CrashingClassifier",
+            "--model.crash_at_step=3",
+            "--trainer.max_epochs=3",
+        )
+    (run,) = run_dirs(Path("logs"))
+    last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    assert last["global_step"] == 2
+    assert not [p for p in (run / "checkpoints").iterdir() if ".tmp" in p.name]
+
+
+# ---------------------------------------------------------------------------------- interruption
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
+    tmp_path: Path, signum: int, code: int
+) -> None:
+    args = [
+        sys.executable,
+        "-m",
+        "project",
+        "fit",
+        "--trainer.max_epochs=3",
+        "--trainer.limit_train_batches=10",
+        "--trainer.limit_val_batches=1",
+        "--trainer.enable_progress_bar=false",
+        "--run_name=run",
+    ]
+    env = {**__import__("os").environ, "PYTHONPATH": TESTS, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [*args, "--trainer.callbacks+=training_helpers.SlowDown"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    last = tmp_path / "logs" / "run" / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 120
+    while not last.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert last.exists(), process.communicate()
+    time.sleep(0.45)  # about 4 batches into epoch 1
+    process.send_signal(signum)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == code, stderr
+    assert "Saved a resumable checkpoint" in stdout and "--ckpt_path last" in stdout
+    assert "Traceback" not in stderr
+    saved = torch.load(last, weights_only=True)
+    assert 10 < saved["global_step"] < 20, "a mid-epoch checkpoint, taken when the signal arrived"
+    run_module(
+        ["fit", *args[4:-1], "--run_name=resumed", "--ckpt_path=last"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": TESTS},
+    )
+    resumed = torch.load(tmp_path / "logs" / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert resumed["global_step"] == 30 and resumed["epoch"] == 2
+
+
+# ---------------------------------------------------------------------------------- concurrent runs
+def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "project",
+        "fit",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2",
+        "--trainer.limit_val_batches=1",
+        "--trainer.enable_progress_bar=false",
+    ]
+    processes = [
+        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    folders = run_dirs(tmp_path / "logs")
+    assert len(folders) == 2
+    for folder in folders:
+        assert (folder / "checkpoints" / "last.ckpt").is_file() and (folder / "config.yaml").is_file()
