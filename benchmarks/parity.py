@@ -64,7 +64,7 @@ from project.models import SimpleCNN  # noqa: E402
 #: Our callbacks' config groups, each switched off in turn with ``--<group>.enabled=false``. Groups
 #: found in the CLI that are not listed here are added automatically (any top-level group with an
 #: ``enabled`` field); a group listed here that the CLI does not have is an error.
-CALLBACK_GROUPS: list[str] = ["lr_schedule", "memory", "exact_resume"]
+CALLBACK_GROUPS: list[str] = ["lr_schedule", "memory", "exact_resume", "health"]
 
 #: Further template defaults switched off one at a time: name -> command-line overrides.
 OTHER_ABLATIONS: dict[str, list[str]] = {

@@ -153,6 +153,7 @@ class ProjectCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         check_sync_batchnorm(parser, config.trainer)
+        self.checkpoint: dict[str, Any] | None = None  # set before the early return (run=False)
         if not subcommand:
             return
         if subcommand != "fit":
@@ -170,7 +171,6 @@ class ProjectCLI(LightningCLI):
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={config.logs_dir!r}"
             )
-        self.checkpoint: dict[str, Any] | None = None
         if config.get("ckpt_path") is not None:
             try:
                 self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
