@@ -72,6 +72,11 @@ OTHER_ABLATIONS: dict[str, list[str]] = {
     "logger": ["--trainer.logger=false"],
 }
 
+#: The clock: ``time.perf_counter`` (wall, the default) or ``time.process_time`` (CPU seconds of this
+#: process, all its threads: steadier on a shared machine, but blind to GPU time and DataLoader
+#: worker processes; ``--clock cpu``).
+_clock: Callable[[], float] = time.perf_counter
+
 # The template's defaults that the plain loop and the bare Trainer reproduce.
 CLIP_NORM = 1.0  # TRAINER_DEFAULTS gradient_clip_val (algorithm "norm")
 WARMUP_FRACTION = 0.05  # WarmupCosineSchedule defaults
@@ -220,7 +225,7 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
     optimizer = torch.optim.AdamW(model.parameters())
     base_lrs = [group["lr"] for group in optimizer.param_groups]
     _sync(device)
-    start = time.perf_counter()
+    start = _clock()
     data = workload.make_data()
     data.setup("fit")
     train_loader, val_loader = data.train_dataloader(), data.val_dataloader()
@@ -259,7 +264,7 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
         logged.append(correct.item() / count)
     final_loss = loss.item()
     _sync(device)
-    return Result(time.perf_counter() - start, 0.0, final_loss)
+    return Result(_clock() - start, 0.0, final_loss)
 
 
 class BareClassifier(LightningModule):
@@ -329,9 +334,9 @@ def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Re
         gradient_clip_algorithm="norm",
     )
     _sync(model.device)
-    start = time.perf_counter()
+    start = _clock()
     trainer.fit(model, datamodule=data)
-    seconds = time.perf_counter() - start
+    seconds = _clock() - start
     return Result(seconds, 0.0, float(model.last_loss))
 
 
@@ -381,9 +386,9 @@ def run_template(
 
     def timed_save(*args: Any, **kwargs: Any) -> None:
         nonlocal checkpoint_seconds
-        begin = time.perf_counter()
+        begin = _clock()
         save_checkpoint(*args, **kwargs)
-        checkpoint_seconds += time.perf_counter() - begin
+        checkpoint_seconds += _clock() - begin
 
     cli.trainer.save_checkpoint = timed_save  # type: ignore[method-assign]
     # The last step's loss (the template logs train/loss only every log_every_n_steps steps).
@@ -398,10 +403,10 @@ def run_template(
 
     cli.model.training_step = capture_loss  # type: ignore[method-assign]
     _sync(cli.model.device)
-    start = time.perf_counter()
+    start = _clock()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    seconds = time.perf_counter() - start
+    seconds = _clock() - start
     return Result(seconds, checkpoint_seconds, float(last_loss))
 
 
@@ -435,11 +440,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--no-ablation", action="store_true", help="skip the one-switch-off runs")
     parser.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up runs")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall: elapsed seconds; cpu: this process's CPU seconds (steadier on a shared machine)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA GPU is available")
+    global _clock
+    _clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     for name in ("lightning.pytorch", "lightning.fabric"):  # "GPU available: ..." on every Trainer
@@ -498,6 +511,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "repeats": args.repeats,
         "device": torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu",
         "threads": torch.get_num_threads(),
+        "clock": args.clock,
         "date": datetime.date.today().isoformat(),
         "load_average": os.getloadavg(),
         "seconds_per_epoch": medians,
@@ -515,6 +529,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{epochs} epochs, median of {args.repeats} alternating runs, {summary['device']}, "
         f"{summary['threads']} threads, {summary['date']}, load average {summary['load_average'][0]:.1f}\n"
     )
+    print(f"Clock: {'CPU seconds of the process' if args.clock == 'cpu' else 'wall seconds'}.\n")
     print("| run | s/epoch | / plain (a) | / bare Lightning (c) | final train loss |")
     print("|---|---:|---:|---:|---:|")
     for name in names:
