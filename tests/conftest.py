@@ -30,6 +30,13 @@ FAST = [
 RunCLI = Callable[..., ProjectCLI]
 
 
+@pytest.fixture(autouse=True)
+def wandb_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W&B off in every test (``WANDB_MODE=disabled``; it costs seconds per run otherwise); the tests of
+    the W&B logger itself unset it."""
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty working directory (the CLI writes ``./logs`` there)."""
@@ -55,9 +62,13 @@ def run_module(
     timeout: float = 600,
     check: bool = True,
     env: dict[str, str] | None = None,
+    base_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text output)."""
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    """Run ``python -m project ARGS`` in a subprocess in ``cwd``; returns its result (text output).
+
+    The environment is ``base_env`` (default: this process's) updated with ``env``.
+    """
+    full_env = {**(os.environ if base_env is None else base_env), "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("LIGHTNING_TEMPLATE_RUN_DIR", None)
     result = subprocess.run(
         [sys.executable, "-m", "project", *args],

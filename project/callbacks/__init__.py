@@ -5,7 +5,9 @@ from project.callbacks.interruption import GracefulInterruption
 from project.callbacks.lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
 from project.callbacks.memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
 from project.callbacks.prediction_writer import CSVPredictionWriter
+from project.callbacks.progress import LineProgressBar
 from project.callbacks.reproducibility import ExactResume, collect_rng_states, epoch_seed, set_rng_states
+from project.callbacks.training_monitor import TrainingMonitor
 
 __all__ = [
     "CHECKS",
@@ -13,8 +15,10 @@ __all__ = [
     "ExactResume",
     "GracefulInterruption",
     "HealthCheck",
+    "LineProgressBar",
     "MemoryGrowthWarning",
     "MemoryMonitor",
+    "TrainingMonitor",
     "WarmupCosineSchedule",
     "collect_rng_states",
     "epoch_seed",

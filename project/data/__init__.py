@@ -1,6 +1,12 @@
-"""LightningDataModules."""
+"""LightningDataModules.
+
+Every class imported here is registered for short names on the command line
+(``--data=DiabetesDataModule``); import a new DataModule here to make its short name work.
+"""
 
 from project.data.base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
+from project.data.collate import pad_sequences
+from project.data.diabetes import DiabetesDataModule, column_mean_std
 from project.data.digits import DigitsDataModule
 from project.data.synthetic import SyntheticDataModule
 from project.data.vision import (
@@ -13,6 +19,7 @@ from project.data.vision import (
 __all__ = [
     "BaseDataModule",
     "CIFAR10DataModule",
+    "DiabetesDataModule",
     "DigitsDataModule",
     "FashionMNISTDataModule",
     "MNISTDataModule",
@@ -20,5 +27,7 @@ __all__ = [
     "TensorDataset",
     "TorchvisionDataModule",
     "channel_mean_std",
+    "column_mean_std",
+    "pad_sequences",
     "seeded_split",
 ]

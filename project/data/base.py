@@ -76,7 +76,9 @@ class BaseDataModule(LightningDataModule):
     """DataLoader settings shared by every DataModule (PRACTICES.md row 7).
 
     Subclasses set ``self.train_set``, ``self.val_set``, ``self.test_set`` (and optionally
-    ``self.predict_set``, which defaults to the test split) in :meth:`setup`.
+    ``self.predict_set``, which defaults to the test split) in :meth:`setup`, and may set
+    ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. to
+    :class:`~project.data.collate.PadCollate` for variable-length sequences.
 
     Args:
         batch_size: Samples per batch per device (the global batch is ``batch_size * devices *
@@ -118,6 +120,7 @@ class BaseDataModule(LightningDataModule):
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
         self.predict_set: Dataset[Any] | None = None
+        self.collate_fn: Callable[[list[Any]], Any] | None = None
 
     def _loader(self, dataset: Dataset[Any] | None, split: str, shuffle: bool) -> DataLoader[Any]:
         if dataset is None:
@@ -130,6 +133,7 @@ class BaseDataModule(LightningDataModule):
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
             prefetch_factor=self.prefetch_factor,
+            collate_fn=self.collate_fn,
         )
 
     def train_dataloader(self) -> DataLoader[Any]:

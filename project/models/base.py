@@ -24,7 +24,8 @@ class BaseModule(LightningModule):
 
     Logged keys are ``train/loss``, ``val/loss``, ``test/loss`` and, for every metric ``m`` returned by
     :meth:`build_metrics`, ``train/m``, ``val/m``, ``test/m``. The best value of ``val/<best_metric>``
-    seen so far is logged as ``val/<best_metric>_best`` (``val/acc_best`` for classification).
+    seen so far is logged as ``val/<best_metric>_best`` (``val/acc_best`` for the classifier,
+    ``val/mae_best`` for the regressor).
 
     Args:
         optimizer: A callable that takes the parameters and returns an optimizer; in YAML, a
@@ -34,7 +35,9 @@ class BaseModule(LightningModule):
             (LightningCLI's ``LRSchedulerCallable``). ``ReduceLROnPlateau`` monitors
             ``lr_scheduler_monitor``. Leave it ``None`` when the warmup-cosine callback sets the LR.
         lr_scheduler_monitor: Metric that a ``ReduceLROnPlateau`` scheduler watches (default ``val/loss``).
-        best_metric: Name (without stage prefix) of the validation metric tracked as ``val/<name>_best``.
+        best_metric: Name (without stage prefix) of the validation metric tracked as ``val/<name>_best``;
+            one of the keys of :meth:`build_metrics`. Keyword-only and required: each task states its
+            own (the classifier ``acc``, the regressor ``mae``).
         best_mode: ``"max"`` if a larger ``best_metric`` is better (accuracy), ``"min"`` otherwise (MAE).
     """
 
@@ -43,10 +46,13 @@ class BaseModule(LightningModule):
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
         lr_scheduler_monitor: str = "val/loss",
-        best_metric: str = "acc",
-        best_mode: Literal["max", "min"] = "max",
+        *,
+        best_metric: str,
+        best_mode: Literal["max", "min"],
     ) -> None:
         super().__init__()
+        if best_mode not in ("max", "min"):
+            raise ValueError(f"best_mode={best_mode!r}: must be 'max' (larger is better) or 'min'")
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
         self.lr_scheduler_monitor = lr_scheduler_monitor
@@ -63,6 +69,16 @@ class BaseModule(LightningModule):
         """Return the scalar training loss for the network ``output`` and ``target`` of one batch."""
         raise NotImplementedError
 
+    def split_batch(self, batch: Any) -> tuple[Any, Tensor]:
+        """Return ``(inputs, target)`` of a batch; ``inputs`` is what :meth:`forward` takes.
+
+        The default unpacks a 2-tuple ``(inputs, target)``. Override it for other layouts, e.g. the
+        ``(padded, mask, lengths, target)`` batches of :class:`~project.data.collate.PadCollate`
+        (see docs/extending.md).
+        """
+        inputs, target = batch
+        return inputs, target
+
     def metric_inputs(self, output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         """Map ``(output, target)`` to the ``(preds, target)`` pair the metrics expect (identity here)."""
         return output, target
@@ -71,6 +87,12 @@ class BaseModule(LightningModule):
     def setup_metrics(self) -> None:
         """Create one metric collection per stage; call at the end of a subclass ``__init__``."""
         metrics = self.build_metrics()
+        if self.best_metric not in metrics:
+            raise ValueError(
+                f"best_metric={self.best_metric!r} is not one of this model's metrics "
+                f"{sorted(str(key) for key in metrics)}; set it (and best_mode) in the config or with "
+                "--model.best_metric=NAME --model.best_mode=min|max"
+            )
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
@@ -79,7 +101,7 @@ class BaseModule(LightningModule):
         return {"train": self.train_metrics, "val": self.val_metrics, "test": self.test_metrics}[stage]
 
     def shared_step(self, batch: Any, stage: Stage) -> Tensor:
-        """Forward one ``(inputs, target)`` batch, log ``<stage>/loss`` and update the stage's metrics.
+        """Forward one batch (split by :meth:`split_batch`), log ``<stage>/loss``, update the metrics.
 
         ``train/loss`` is logged on the steps the logger writes (every ``trainer.log_every_n_steps``)
         and on each epoch's last batch (the progress bar shows the latest of them); ``val/loss`` and
@@ -88,7 +110,7 @@ class BaseModule(LightningModule):
         what the progress bar asks for, and no per-step ``self.log`` call for the metrics (Lightning's
         logging costs about 1-3 ms a call on a CPU; see benchmarks/README.md).
         """
-        inputs, target = batch
+        inputs, target = self.split_batch(batch)
         output = self(inputs)
         loss = self.compute_loss(output, target)
         batch_size = target.shape[0]
@@ -139,6 +161,17 @@ class BaseModule(LightningModule):
     def test_step(self, batch: Any, batch_idx: int) -> None:
         """Log ``test/loss`` and update test metrics for one batch."""
         self.shared_step(batch, "test")
+
+    def setup(self, stage: str) -> None:
+        """Set ``example_input_array`` (zeros ``[2, *dims]``) from the datamodule's ``dims``.
+
+        With it, Lightning's model summary shows each layer's input and output shapes. Only set when the
+        datamodule declares ``dims`` (the shape of one input, e.g. ``(1, 8, 8)``) and nothing set it yet.
+        """
+        datamodule = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+        dims = getattr(datamodule, "dims", None)
+        if self.example_input_array is None and dims is not None:
+            self.example_input_array = torch.zeros(2, *dims)
 
     def on_train_start(self) -> None:
         """Forget the sanity-check validation values so ``val/*_best`` only tracks real epochs."""

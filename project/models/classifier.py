@@ -47,7 +47,9 @@ class ImageClassifier(BaseModule):
         best_metric: str = "acc",
         best_mode: Literal["max", "min"] = "max",
     ) -> None:
-        super().__init__(optimizer, lr_scheduler, lr_scheduler_monitor, best_metric, best_mode)
+        super().__init__(
+            optimizer, lr_scheduler, lr_scheduler_monitor, best_metric=best_metric, best_mode=best_mode
+        )
         if num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: a classifier needs at least 2 classes")
         backbone = SimpleCNN() if backbone is None else backbone

@@ -1,0 +1,77 @@
+"""Plain one-line progress for logs that are not a terminal (CI, ``| tee``, batch jobs)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ProgressBar
+
+
+class LineProgressBar(ProgressBar):
+    """Print one plain line every ``refresh_rate`` training batches and one per finished epoch.
+
+    A line looks like ``epoch 3/30  batch 10/19  train/loss=0.1234  12.3 s``; the epoch line adds the
+    validation metrics shown in the progress bar (``val/loss``, ``val/acc``, ...). No carriage returns
+    or ANSI codes, so CI logs stay readable. The CLI uses it instead of the tqdm bar when stdout is
+    not a terminal.
+
+    Args:
+        refresh_rate: Print every this many training batches (0: epoch lines only).
+    """
+
+    def __init__(self, refresh_rate: int = 50) -> None:
+        super().__init__()
+        if refresh_rate < 0:
+            raise ValueError(f"refresh_rate={refresh_rate}: must be >= 0")
+        self.refresh_rate = refresh_rate
+        self._enabled = True
+        self._start = time.perf_counter()
+
+    def disable(self) -> None:
+        """Stop printing (Lightning calls this on non-zero ranks)."""
+        self._enabled = False
+
+    def enable(self) -> None:
+        """Print again."""
+        self._enabled = True
+
+    def _metrics(self, trainer: Trainer, pl_module: LightningModule, prefix: tuple[str, ...]) -> str:
+        items = self.get_metrics(trainer, pl_module)
+        return "  ".join(
+            f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+            for key, value in items.items()
+            if key.startswith(prefix)
+        )
+
+    def _epochs(self, trainer: Trainer) -> str:
+        total = trainer.max_epochs if trainer.max_epochs is not None and trainer.max_epochs >= 0 else "?"
+        return f"epoch {trainer.current_epoch + 1}/{total}"
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Start the clock."""
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Print a line every ``refresh_rate`` batches."""
+        if not self._enabled or self.refresh_rate == 0 or (batch_idx + 1) % self.refresh_rate != 0:
+            return
+        total = self.total_train_batches
+        print(
+            f"{self._epochs(trainer)}  batch {batch_idx + 1}/{total}  "
+            f"{self._metrics(trainer, pl_module, ('train/',))}  {time.perf_counter() - self._start:.1f} s",
+            flush=True,
+        )
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Print the epoch's summary line (after validation, which runs before this hook)."""
+        if not self._enabled:
+            return
+        print(
+            f"{self._epochs(trainer)} done  {self._metrics(trainer, pl_module, ('train/', 'val/'))}  "
+            f"{time.perf_counter() - self._start:.1f} s",
+            flush=True,
+        )

@@ -1,0 +1,107 @@
+"""Rebuild a trained model and its data from a run folder, outside the Trainer (export, report)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from lightning.pytorch import LightningDataModule, LightningModule
+from torch import Tensor
+
+from project.runs import CHECKPOINT_ALIASES, find_checkpoint
+
+
+def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
+    """Return the checkpoint file ``ckpt_path`` names: a path, or ``best``/``last`` of the newest run.
+
+    Raises:
+        FileNotFoundError: the file does not exist, or no run under ``logs_dir`` has the alias.
+    """
+    if ckpt_path in CHECKPOINT_ALIASES:
+        return find_checkpoint(logs_dir, ckpt_path)
+    path = Path(ckpt_path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for the "
+            f"newest run under --logs_dir={str(logs_dir)!r}"
+        )
+    return path
+
+
+def run_config_of(ckpt_path: Path) -> Path:
+    """The ``config.yaml`` of the run that wrote ``ckpt_path`` (``<run>/checkpoints/x.ckpt``).
+
+    Raises:
+        FileNotFoundError: when ``<run>/config.yaml`` is missing (pass the config explicitly then).
+    """
+    config = ckpt_path.resolve().parent.parent / "config.yaml"
+    if not config.is_file():
+        raise FileNotFoundError(
+            f"{config} not found: {ckpt_path} is not inside a run folder (<run>/checkpoints/). "
+            "Pass the run's config with --config PATH"
+        )
+    return config
+
+
+def load_model(ckpt_path: str | Path) -> LightningModule:
+    """Build the model saved in a LightningCLI checkpoint, in eval mode on the CPU.
+
+    The checkpoint is read with ``torch.load(weights_only=True)``: its ``hyper_parameters`` hold the
+    model's ``_class_path`` and init arguments (saved by LightningCLI), which Lightning's trusted
+    instantiator (``lightning.pytorch.cli.instantiate_module``) turns back into the model; then the
+    weights are loaded. Only classes already imported can be built, so ``project.models`` is imported.
+    """
+    import project.models  # noqa: F401  (registers the classes the checkpoint may name)
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
+        model = LightningModule.load_from_checkpoint(str(ckpt_path), map_location="cpu", weights_only=True)
+    return model.eval()
+
+
+def load_datamodule(config_path: str | Path) -> LightningDataModule:
+    """Instantiate the ``data`` section (``class_path`` + ``init_args``) of a run's ``config.yaml``.
+
+    Raises:
+        ValueError: the file has no ``data`` section.
+    """
+    from jsonargparse import ArgumentParser
+
+    import project.data  # noqa: F401
+
+    config = yaml.safe_load(Path(config_path).read_text()) or {}
+    if not isinstance(config.get("data"), dict):
+        raise ValueError(f"{config_path}: no 'data' section (class_path, init_args) to build the data from")
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(LightningDataModule, "data", required=True, fail_untyped=False)
+    parsed = parser.parse_object({"data": config["data"]})
+    datamodule: LightningDataModule = parser.instantiate_classes(parsed).data
+    return datamodule
+
+
+def split_batch(batch: Any) -> tuple[Tensor, Tensor | None]:
+    """Split a batch into ``(inputs, targets)`` (targets ``None`` for an unlabelled batch)."""
+    if isinstance(batch, (list, tuple)):
+        return batch[0], (batch[1] if len(batch) > 1 else None)
+    return batch, None
+
+
+@torch.no_grad()
+def predict_test_split(
+    model: torch.nn.Module, datamodule: LightningDataModule, desc: str = "test split"
+) -> tuple[Tensor, Tensor]:
+    """Run ``model`` over the whole test split; return ``(logits [N, K] float32, targets [N] int64)``."""
+    from project.progress import track
+
+    datamodule.setup("test")
+    loader = datamodule.test_dataloader()
+    outputs, targets = [], []
+    for batch in track(loader, total=len(loader), desc=desc):
+        inputs, target = split_batch(batch)
+        outputs.append(model(inputs).float())
+        if target is not None:
+            targets.append(target)
+    return torch.cat(outputs), torch.cat(targets) if targets else torch.empty(0, dtype=torch.int64)

@@ -1,0 +1,174 @@
+"""``python -m project report RUN_DIR``: PNG plots of a run from its ``metrics.csv`` (and its checkpoint).
+
+Writes into ``RUN_DIR/report/`` (or ``--output``), each ``WIDTH x HEIGHT`` pixels (640 x 480):
+
+- ``loss.png``: ``train/loss`` per logged step and ``val/loss`` per epoch, against the optimizer step;
+- ``accuracy.png``: ``train/acc`` and ``val/acc`` per epoch;
+- ``lr.png``: the LR schedule (``train/lr``) against the optimizer step;
+- ``memory.png``: every ``memory/*`` key (MiB) against the optimizer step;
+- ``confusion_matrix.png``: counts of (true class, predicted class) on the test split, predicted by the
+  run's best checkpoint (``RUN_DIR/checkpoints/best.ckpt``, or ``--ckpt_path``) on the data of the
+  run's ``config.yaml``. Recomputing it here, rather than logging it during ``test``, makes the report
+  work for any finished ``fit`` run. Skipped (with a message) when the run has no checkpoint.
+
+A plot whose keys are not in ``metrics.csv`` is skipped with a message.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+#: Size of every figure: inches x dpi = 640 x 480 pixels.
+FIGSIZE = (6.4, 4.8)
+DPI = 100
+WIDTH, HEIGHT = 640, 480
+
+
+def read_metrics(path: Path) -> list[dict[str, float]]:
+    """Rows of a Lightning ``metrics.csv`` with the empty cells dropped and the rest as floats.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass a run folder that has a metrics.csv")
+    with path.open(newline="") as handle:
+        return [
+            {key: float(value) for key, value in row.items() if value not in ("", None)}
+            for row in csv.DictReader(handle)
+        ]
+
+
+def series(rows: Sequence[dict[str, float]], key: str, x: str = "step") -> tuple[list[float], list[float]]:
+    """The ``(x, y)`` points of ``key`` over the rows that have both ``x`` and ``key``."""
+    points = [(row[x], row[key]) for row in rows if key in row and x in row]
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def _figure() -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=FIGSIZE, dpi=DPI)
+
+
+def _save(figure: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+    return path
+
+
+def plot_lines(
+    rows: Sequence[dict[str, float]], keys: Sequence[str], x: str, title: str, ylabel: str, path: Path
+) -> Path | None:
+    """Plot ``keys`` against ``x`` into ``path``; ``None`` (nothing written) when no key has data."""
+    present = [key for key in keys if series(rows, key, x)[0]]
+    if not present:
+        return None
+    figure, axes = _figure()
+    for key in present:
+        xs, ys = series(rows, key, x)
+        axes.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=3, label=key)
+    axes.set(title=title, xlabel="optimizer step" if x == "step" else x, ylabel=ylabel)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return _save(figure, path)
+
+
+def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Path) -> Path:
+    """Plot the confusion matrix (rows: true class, columns: predicted class; counts) into ``path``."""
+    from sklearn.metrics import ConfusionMatrixDisplay
+
+    figure, axes = _figure()
+    ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
+    correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
+    axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / max(1, len(targets)):.3f})")
+    return _save(figure, path)
+
+
+def write_report(
+    run_dir: Path, output: Path, ckpt_path: Path | None = None, config_path: Path | None = None
+) -> dict[str, Path]:
+    """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
+
+    ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``.
+    """
+    from project.progress import track
+
+    rows = read_metrics(run_dir / "metrics.csv")
+    output.mkdir(parents=True, exist_ok=True)
+    memory_keys = sorted({key for row in rows for key in row if key.startswith("memory/")})
+    plots = {
+        "loss": (["train/loss", "val/loss"], "step", "Loss", "loss"),
+        "accuracy": (["train/acc", "val/acc"], "epoch", "Accuracy", "accuracy"),
+        "lr": (["train/lr"], "step", "Learning rate schedule", "learning rate"),
+        "memory": (memory_keys, "step", "Memory", "MiB"),
+    }
+    written: dict[str, Path] = {}
+    for name, (keys, x, title, ylabel) in track(plots.items(), total=len(plots) + 1, desc="report"):
+        path = plot_lines(rows, keys, x, title, ylabel, output / f"{name}.png")
+        if path is None:
+            print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
+        else:
+            written[name] = path
+    ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
+    config = config_path or run_dir / "config.yaml"
+    if ckpt.is_file() and config.is_file():
+        from project.loading import load_datamodule, load_model, predict_test_split
+
+        logits, targets = predict_test_split(
+            load_model(ckpt), load_datamodule(config), desc="confusion matrix"
+        )
+        if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
+            print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
+        elif len(targets):
+            path = output / "confusion_matrix.png"
+            written["confusion_matrix"] = plot_confusion_matrix(
+                targets.tolist(), logits.argmax(dim=-1).tolist(), path
+            )
+    else:
+        print(f"skipped confusion_matrix.png: needs {ckpt} and {config}")
+    return written
+
+
+def main(args: list[str]) -> None:
+    """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``; exit 2 on bad input."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)
+    parser.add_argument("run_dir", type=str, help="Run folder (holds metrics.csv).")
+    parser.add_argument(
+        "--output", type=str | None, default=None, help="Folder for the PNGs (default RUN_DIR/report)."
+    )
+    parser.add_argument(
+        "--ckpt_path",
+        type=str | None,
+        default=None,
+        help="Checkpoint for the confusion matrix (default: the run's best).",
+    )
+    parser.add_argument(
+        "--config", type=str | None, default=None, help="Run config for the data (default: the run's)."
+    )
+    cfg = parser.parse_args(args)
+    run_dir = Path(cfg.run_dir)
+    if not (run_dir / "metrics.csv").is_file():
+        parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
+    if cfg.ckpt_path and not Path(cfg.ckpt_path).is_file():
+        parser.error(f"--ckpt_path={cfg.ckpt_path!r}: no such file")
+    output = Path(cfg.output) if cfg.output else run_dir / "report"
+    written = write_report(
+        run_dir,
+        output,
+        Path(cfg.ckpt_path) if cfg.ckpt_path else None,
+        Path(cfg.config) if cfg.config else None,
+    )
+    for path in written.values():
+        print(f"wrote {path}")

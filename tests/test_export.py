@@ -1,0 +1,103 @@
+"""``python -m project export``: every format is written, reloaded and checked against eager PyTorch."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import FAST, RunCLI, run_module
+
+from project import export
+from project.cli import ProjectCLI, main
+from project.loading import load_datamodule, load_model
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder with checkpoints (a fast fit on digits, a few training batches)."""
+    logs = tmp_path_factory.mktemp("export") / "logs"
+    cli = ProjectCLI(args=["fit", f"--logs_dir={logs}", "--trainer.logger=false", *FAST])
+    return cli.run_dir
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
+def test_export_writes_a_model_that_matches_eager(
+    fmt: str, trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / export.FILENAMES[fmt]
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    main(["export", f"--ckpt_path={ckpt}", f"--format={fmt}", f"--output={output}"])
+    out = capsys.readouterr().out
+    match = re.search(r"batch 64: ([0-9.e+-]+), batch 1: ([0-9.e+-]+)\) <= tolerance 0.0001", out)
+    assert match, out
+    assert all(float(value) <= 1e-4 for value in match.groups())
+    # Reload independently: the file must hold a model that classifies a real batch like the checkpoint.
+    datamodule = load_datamodule(trained_run / "config.yaml")
+    datamodule.setup("test")
+    images, _ = next(iter(datamodule.test_dataloader()))
+    expected = load_model(ckpt)(images[:5]).detach()
+    actual = export.run_exported(output, fmt, images[:5])
+    assert actual.shape == (5, 10)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
+
+
+def test_parity_check_fails_clearly_when_the_models_differ(trained_run: Path, tmp_path: Path) -> None:
+    model = load_model(trained_run / "checkpoints" / "best.ckpt")
+    batch = torch.randn(4, 1, 8, 8)
+    path = tmp_path / "model.pt2"
+    export.write_model(model, batch, "torch_export", path)
+    with torch.no_grad():
+        model.head.bias.add_(1e-2)  # the eager model drifts away from what was exported
+    with pytest.raises(export.ParityError, match=r"max abs diff 0.01 > tolerance 0.0001"):
+        export.check_parity(path, "torch_export", model, batch, tolerance=1e-4)
+
+
+def test_quantized_export_reports_accuracy_before_and_after(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    result = export.export_checkpoint(
+        ckpt, "torchscript", tmp_path / "q.pt", trained_run / "config.yaml", quantize="dynamic"
+    )
+    assert set(result.accuracy) == {"fp32", "int8"}
+    assert all(0.0 <= value <= 1.0 for value in result.accuracy.values())
+    assert max(result.max_abs_diff.values()) <= 1e-4
+    scripted = torch.jit.load(tmp_path / "q.pt")
+    assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
+
+
+def test_bad_input_exits_2_and_missing_onnx_names_the_extra(
+    trained_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = str(trained_run / "checkpoints" / "best.ckpt")
+    for args, message in [
+        (["--ckpt_path=nope.ckpt"], "no such file"),
+        ([f"--ckpt_path={ckpt}", "--format=tflite"], "tflite"),
+        ([f"--ckpt_path={ckpt}", "--quantize=dynamic"], "use --format torchscript"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["export", *args])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    monkeypatch.setattr(export, "missing_onnx_modules", lambda: ["onnxruntime"])
+    with pytest.raises(SystemExit):
+        main(["export", f"--ckpt_path={ckpt}", "--format=onnx"])
+    assert 'pip install -e ".[export]"' in capsys.readouterr().err
+
+
+def test_export_from_the_command_line_uses_the_newest_run(run_cli: RunCLI, workdir: Path) -> None:
+    run_cli("fit", "--trainer.logger=false")
+    result = run_module(["export", "--ckpt_path", "best", "--format", "torch_export"], cwd=workdir)
+    assert "Parity check passed" in result.stdout
+    assert list((workdir / "logs").glob("*_export/model.pt2"))
+
+
+def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for command in ("export:", "report:", "lr_find:", "scale_batch_size:"):
+        assert command in out, command

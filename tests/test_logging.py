@@ -1,0 +1,168 @@
+"""Loggers: W&B offline by default (no network, no key in files), presets, metrics.csv, logged keys."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import CONFIGS, FAST, RunCLI, run_dirs, run_module
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+from project.callbacks import LineProgressBar
+from project.cli import ProjectCLI
+
+
+class ConnectionCounter:
+    """A TCP server on 127.0.0.1 that counts (and drops) every connection made to it."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen()
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.connections = 0
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.stop = True
+        self.thread.join()
+        self.server.close()
+
+
+def test_default_wandb_run_is_offline_makes_no_network_call_and_never_saves_the_key(tmp_path: Path) -> None:
+    """W&B's server URL and the HTTP(S) proxies point at a local socket that counts connections (an
+    online run does connect to it: checked by hand with --trainer.logger.offline=false)."""
+    counter = ConnectionCounter()
+    secret = "fake-key-0123456789abcdef0123456789abcdef"
+    url = f"http://127.0.0.1:{counter.port}"
+    env = {"WANDB_API_KEY": secret, "WANDB_BASE_URL": url, "HTTP_PROXY": url, "HTTPS_PROXY": url}
+    env_without_mode = {k: v for k, v in os.environ.items() if k != "WANDB_MODE"}
+    start = time.perf_counter()
+    try:
+        result = run_module(
+            ["fit", *FAST[:3]],
+            cwd=tmp_path,
+            env=env,
+            timeout=300,
+            base_env=env_without_mode,
+        )
+    finally:
+        counter.close()
+    elapsed = time.perf_counter() - start
+    assert counter.connections == 0, "the offline run connected to the W&B server or a proxy"
+    assert elapsed < 120, f"the offline run took {elapsed:.0f} s"
+    (run_dir,) = run_dirs(tmp_path / "logs")
+    offline_runs = list((run_dir / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert offline_runs and offline_runs[0].stat().st_size > 0
+    assert f"wandb sync {offline_runs[0].parent}" in result.stdout
+    assert (run_dir / "metrics.csv").is_file() and (run_dir / "config.yaml").is_file()
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), f"the API key was written to {path}"
+
+
+@pytest.mark.parametrize(
+    ("preset", "logger_types"),
+    [
+        ("wandb.yaml", [WandbLogger, CSVLogger]),
+        ("tensorboard.yaml", [TensorBoardLogger, CSVLogger]),
+        ("csv.yaml", [CSVLogger]),
+    ],
+)
+def test_logger_presets_switch_the_logger_and_keep_metrics_csv(
+    preset: str, logger_types: list[type], run_cli: RunCLI
+) -> None:
+    cli = run_cli("fit", "--config", str(CONFIGS / "logger" / preset))
+    assert [type(logger) for logger in cli.trainer.loggers] == logger_types
+    assert (cli.run_dir / "metrics.csv").is_file()
+    if preset == "tensorboard.yaml":
+        assert list(cli.run_dir.glob("events.out.tfevents.*"))
+
+
+def test_logger_override_on_the_command_line(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", "--trainer.logger=lightning.pytorch.loggers.TensorBoardLogger")
+    assert [type(logger) for logger in cli.trainer.loggers] == [TensorBoardLogger, CSVLogger]
+    cli = run_cli("fit", "--trainer.logger=false")
+    assert cli.trainer.loggers == []
+
+
+def test_wandb_offline_switch_parses_in_short_and_long_form(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for flag in ("", "--trainer.logger.offline=false", "--trainer.logger.init_args.offline=false"):
+        with pytest.raises(SystemExit):
+            ProjectCLI(args=["fit", *([flag] if flag else []), "--print_config"])
+        logger = yaml.safe_load(capsys.readouterr().out)["trainer"]["logger"]
+        assert logger["class_path"] == "lightning.pytorch.loggers.WandbLogger"
+        assert logger["init_args"]["offline"] is (not flag), flag
+
+
+def test_metrics_csv_holds_every_logged_key(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", *FAST, "--trainer.max_epochs=2", fast=False)
+    rows = list(csv.DictReader((cli.run_dir / "metrics.csv").open()))
+    header = set(rows[0])
+    for key in (
+        "train/loss",
+        "train/acc",
+        "val/loss",
+        "val/acc",
+        "train/lr",
+        "train/grad_norm",
+        "train/samples_per_sec",
+        "train/epoch_time_sec",
+        "memory/rss_mib",
+    ):
+        assert key in header, key
+    grad_norms = [float(r["train/grad_norm"]) for r in rows if r["train/grad_norm"]]
+    assert len(grad_norms) == 4 and all(g > 0 for g in grad_norms)  # log_every_n_steps=1, 2 x 2 steps
+    epoch_rows = [r for r in rows if r["train/samples_per_sec"]]
+    assert [int(r["epoch"]) for r in epoch_rows] == [0, 1]
+    for row in epoch_rows:
+        # 2 batches of 64 per epoch, so samples/s * seconds must give 128 samples
+        assert float(row["train/samples_per_sec"]) * float(row["train/epoch_time_sec"]) == pytest.approx(128)
+
+
+def test_plain_progress_lines_and_model_summary_when_stdout_is_not_a_terminal(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    args = [a for a in FAST if "progress_bar" not in a and "model_summary" not in a]
+    caplog.set_level(logging.INFO)
+    cli = run_cli("fit", *args, "--trainer.max_epochs=2", fast=False)  # pytest's stdout is no terminal
+    assert isinstance(cli.trainer.progress_bar_callback, LineProgressBar)
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("epoch ")]
+    assert [line.split("  ")[0] for line in lines] == ["epoch 1/2 done", "epoch 2/2 done"]
+    assert "val/acc=" in lines[-1] and "\r" not in out
+    # The model summary at fit start lists the layers inside the backbone with input/output shapes.
+    assert "In sizes" in caplog.text and "[2, 1, 8, 8]" in caplog.text
+    assert "backbone.features.0" in caplog.text
+    with pytest.raises(ValueError, match="refresh_rate=-1"):
+        LineProgressBar(refresh_rate=-1)
+
+
+def test_plateau_preset_steps_on_val_loss_and_logs_the_lr(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", "--config", str(CONFIGS / "model" / "plateau.yaml"))
+    (config,) = cli.trainer.lr_scheduler_configs
+    assert type(config.scheduler).__name__ == "ReduceLROnPlateau"
+    assert (config.monitor, config.interval) == ("val/loss", "epoch")
+    rows = list(csv.DictReader((cli.run_dir / "metrics.csv").open()))
+    assert [float(r["train/lr"]) for r in rows if r.get("train/lr")] == [pytest.approx(1e-3)] * 2

@@ -1,0 +1,42 @@
+"""``python -m project report RUN_DIR``: the PNGs are written, readable, of the stated size and not blank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+from conftest import FAST, RunCLI
+
+from project import report
+from project.cli import main
+
+
+def test_report_writes_every_plot_as_a_readable_png(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli = run_cli("fit", *FAST, "--trainer.max_epochs=2", fast=False)
+    main(["report", str(cli.run_dir)])
+    out = capsys.readouterr().out
+    names = ["loss", "accuracy", "lr", "memory", "confusion_matrix"]
+    for name in names:
+        path = cli.run_dir / "report" / f"{name}.png"
+        assert f"wrote {path}" in out
+        image = matplotlib.image.imread(path)
+        assert image.shape[:2] == (report.HEIGHT, report.WIDTH), name
+        assert image[..., :3].std() > 0.01, f"{name}.png is blank"
+
+
+def test_report_reads_metrics_and_rejects_a_folder_without_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "metrics.csv").write_text("epoch,step,train/loss,val/loss\n0,0,2.5,\n0,1,2.0,\n0,1,,2.2\n")
+    rows = report.read_metrics(tmp_path / "metrics.csv")
+    assert report.series(rows, "train/loss") == ([0.0, 1.0], [2.5, 2.0])
+    assert report.series(rows, "val/loss") == ([1.0], [2.2])
+    written = report.write_report(tmp_path, tmp_path / "out")
+    assert set(written) == {"loss"}  # no acc/lr/memory columns and no checkpoint: skipped, said so
+    assert "skipped confusion_matrix.png" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(tmp_path / "out")])
+    assert exit_info.value.code == 2 and "no metrics.csv" in capsys.readouterr().err
