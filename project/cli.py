@@ -241,7 +241,6 @@ class ProjectCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         config = self.config[subcommand] if subcommand else self.config
         check_sync_batchnorm(parser, config.trainer)
-        self.checkpoint: dict[str, Any] | None = None  # set before the early return (run=False)
         if not subcommand:
             return
         if subcommand != "fit":

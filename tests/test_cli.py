@@ -131,8 +131,3 @@ def test_short_epochs_still_log_loss_lr_and_epoch_metrics(run_cli: RunCLI) -> No
     for key in ("train/loss", "train/lr", "train/acc", "train/f1", "val/loss", "val/acc", "val/acc_best"):
         assert key in metrics, key
     assert 0.0 <= float(metrics["train/acc"]) <= 1.0
-
-
-def test_unknown_best_metric_is_named_in_the_error(run_cli: RunCLI) -> None:
-    with pytest.raises(KeyError, match=r"best_metric='nope'.*\['acc', 'f1'\]"):
-        run_cli("fit", "--model.best_metric=nope")
