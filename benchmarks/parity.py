@@ -455,8 +455,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     _clock = time.process_time if args.clock == "cpu" else time.perf_counter
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    for name in ("lightning.pytorch", "lightning.fabric"):  # "GPU available: ..." on every Trainer
-        logging.getLogger(name).setLevel(logging.WARNING)
     epochs = args.epochs or (10 if args.workload == "digits" else 2)
     workload = make_workload(args.workload, args.num_samples)
     device = torch.device(args.device)
@@ -562,4 +560,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    # Quiet "GPU available: ..." from every Trainer (only as a script: main() may run inside tests).
+    for logger_name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(logger_name).setLevel(logging.WARNING)
     main()
