@@ -5,7 +5,8 @@
 
 Prints test R2, MAE and RMSE (original target units) per split seed, and the median over the seeds.
 The split, the train-only feature standardisation and the test rows come from
-``project.data.DiabetesDataModule``, so the numbers are comparable with ``python -m project test``.
+``project.data.DiabetesDataModule``, so the numbers are comparable with
+``python -m project test``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""The command line: ``python -m project {fit,validate,test,predict}`` (a LightningCLI).
+"""The command line: ``python -m project {fit,validate,test,predict}``
+(a LightningCLI).
 
 Everything is configured from YAML files (``--config``, repeatable, later files win) and dotted
 overrides (``--model.optimizer.lr=3e-4``). With no arguments, ``fit`` trains the default experiment:
-an :class:`~project.models.ImageClassifier` with a :class:`~project.models.SimpleCNN` backbone on
-:class:`~project.data.DigitsDataModule`. Each run writes into a new folder ``<logs_dir>/<run name>``
-(default ``./logs``): checkpoints, the resolved ``config.yaml``, ``metrics.csv`` and predictions.
+an :class:`~project.models.ImageClassifier` with a
+:class:`~project.models.SimpleCNN` backbone on
+:class:`~project.data.DigitsDataModule`. Each run writes into a new folder
+``<logs_dir>/<run name>`` (default ``./logs``): checkpoints, the resolved ``config.yaml``,
+``metrics.csv`` and predictions.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Errors this project raises for bad input or unhealthy training. ``python -m project`` prints their
-message without a traceback and exits with ``exit_code``."""
+"""Errors this project raises for bad input or unhealthy training.
+``python -m project`` prints their message without a traceback and exits with ``exit_code``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class DataError(ProjectError, FileNotFoundError):
 
 
 class HealthCheckError(ProjectError, RuntimeError):
-    """A health check found a silent training bug (see :class:`project.callbacks.HealthCheck`)."""
+    """A health check found a silent training bug (:class:`project.callbacks.HealthCheck`)."""
 
 
 class TrainingInterrupted(ProjectError):

@@ -47,7 +47,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def run_cli(workdir: Path) -> RunCLI:
-    """Run ``python -m project SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI object."""
+    """Run ``python -m project SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI."""
 
     def run(subcommand: str, *args: str, fast: bool = True) -> ProjectCLI:
         # FAST first, so that the test's own arguments override it
@@ -68,7 +68,12 @@ def run_module(
 
     The environment is ``base_env`` (default: this process's) updated with ``env``.
     """
-    full_env = {**(os.environ if base_env is None else base_env), "PYTHONUNBUFFERED": "1", **(env or {})}
+    base = dict(os.environ if base_env is None else base_env)
+    full_env = {**base, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # a PYTHONPATH in env is added in front, never replacing the repo root (the package may not be
+    # pip-installed, e.g. in a freshly generated repo)
+    paths = [(env or {}).get("PYTHONPATH", ""), str(REPO_ROOT), base.get("PYTHONPATH", "")]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     full_env.pop("LIGHTNING_TEMPLATE_RUN_DIR", None)
     result = subprocess.run(
         [sys.executable, "-m", "project", *args],

@@ -110,6 +110,7 @@ def test_predict_writes_a_csv_into_its_run_folder(run_cli: RunCLI, workdir: Path
     assert all(0 <= int(r["pred"]) < 10 and 0 < float(r["prob"]) <= 1 for r in rows)
 
 
+@pytest.mark.slow
 def test_default_fit_then_test_best_reaches_097_from_an_empty_directory(tmp_path: Path) -> None:
     """The README's promise, exactly as written: the default run, then the best checkpoint's test."""
     fit = run_module(["fit", "--trainer.enable_progress_bar=false"], cwd=tmp_path)

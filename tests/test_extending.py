@@ -13,6 +13,8 @@ from pathlib import Path
 
 from conftest import REPO_ROOT, run_dirs, run_module
 
+from project.cli import ProjectCLI
+
 GUIDE = REPO_ROOT / "docs" / "extending.md"
 #: ``<!-- new file: PATH -->`` or ``<!-- add after the last import in: PATH -->``, then a fenced block.
 STEP = re.compile(r"<!-- (new file|add after the last import in): (\S+) -->\n```\w*\n(.*?)```", re.DOTALL)
@@ -29,7 +31,8 @@ def copy_repo(target: Path) -> Path:
     if listed.returncode == 0:
         files = [REPO_ROOT / name for name in listed.stdout.splitlines()]
     else:  # not a git checkout: the parts a task touches
-        files = [p for d in ("project", "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
+        package = Path(ProjectCLI.__module__.split(".")[0])  # the package folder, whatever its name
+        files = [p for d in (package, "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
     for source in files:
         if source.is_file() and "__pycache__" not in source.parts:
             destination = target / source.relative_to(REPO_ROOT)
@@ -61,7 +64,8 @@ def apply_guide(repo: Path) -> list[str]:
 def test_the_guide_adds_a_task_that_trains(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
     touched = apply_guide(repo)
-    assert {"project/models/__init__.py", "project/data/__init__.py"} <= set(touched), touched
+    expected = {"project/models/__init__.py", "project/data/__init__.py"}
+    assert expected <= set(touched), touched
     new_files = {path for path in touched if not path.endswith("__init__.py")}
     assert len(new_files) == 4, touched  # model, data, config, test
     config = next(path for path in new_files if path.startswith("configs/"))

@@ -3,6 +3,7 @@ message naming the bad value and the fix, a non-zero exit code, and lose nothing
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -18,6 +19,11 @@ from project.checkpointing import AtomicCheckpointIO
 from project.errors import CheckpointError, ConfigError, HealthCheckError
 
 TESTS = str(REPO_ROOT / "tests")
+#: For subprocesses started here: the tests' helpers and this repo first (it may not be pip-installed).
+SUBPROCESS_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [TESTS, str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+}
 
 
 # ---------------------------------------------------------------------------------- health checks
@@ -191,7 +197,7 @@ def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
         "--trainer.enable_progress_bar=false",
         "--run_name=run",
     ]
-    env = {**__import__("os").environ, "PYTHONPATH": TESTS, "PYTHONUNBUFFERED": "1"}
+    env = {**SUBPROCESS_ENV, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [*args, "--trainer.callbacks+=training_helpers.SlowDown"],
         cwd=tmp_path,
@@ -235,7 +241,14 @@ def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None
         "--trainer.enable_progress_bar=false",
     ]
     processes = [
-        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=SUBPROCESS_ENV,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     for process in processes:
@@ -245,3 +258,15 @@ def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None
     assert len(folders) == 2
     for folder in folders:
         assert (folder / "checkpoints" / "last.ckpt").is_file() and (folder / "config.yaml").is_file()
+
+
+def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> None:
+    from project.data.collate import pad_sequences
+
+    check = HealthCheck(disable=["label_range", "label_shape"])
+    padded, mask, lengths = pad_sequences([torch.ones(3, 1), torch.ones(1, 1)])  # NaN padding
+    assert torch.isnan(padded).any()
+    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]
+    padded[0, 1, 0] = float("nan")  # a NaN inside the real data
+    with pytest.raises(HealthCheckError, match="1 NaN and 0 Inf values outside the padding mask"):
+        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -124,7 +125,9 @@ def _last_row(metrics_csv: Path, key: str) -> float:
 
 
 def test_two_process_cpu_ddp_writes_once_syncs_metrics_and_loads_into_one_process(tmp_path: Path) -> None:
-    env = {"PYTHONPATH": TESTS}
+    # tests/ for the helper modules, this checkout, then whatever the caller had (keeps working for
+    # a checkout that is not pip-installed, e.g. a freshly generated repo or a git worktree)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [TESTS, str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     run_module(
         [
             "fit",

@@ -6,7 +6,12 @@ from project.callbacks.lr_schedule import WarmupCosineSchedule, warmup_cosine_fa
 from project.callbacks.memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
 from project.callbacks.prediction_writer import CSVPredictionWriter
 from project.callbacks.progress import LineProgressBar
-from project.callbacks.reproducibility import ExactResume, collect_rng_states, epoch_seed, set_rng_states
+from project.callbacks.reproducibility import (
+    ExactResume,
+    collect_rng_states,
+    epoch_seed,
+    set_rng_states,
+)
 from project.callbacks.training_monitor import TrainingMonitor
 
 __all__ = [

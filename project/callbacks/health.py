@@ -15,7 +15,7 @@ from project.errors import ConfigError, HealthCheckError
 CHECKS = {
     "hidden_modules": "nn.Modules/Parameters kept in plain Python lists, tuples or dicts (at fit start)",
     "missing_grads": "trainable parameters with no gradient after the first backward",
-    "input_finite": "NaN/Inf in the floating-point inputs of the first batches",
+    "input_finite": "NaN/Inf in the floating-point inputs of the first batches (outside padding masks)",
     "label_range": "integer labels outside [0, num_classes) in the first batches",
     "label_shape": "integer labels shaped [B, 1] where [B] is meant, in the first batches",
     "loss_finite": "a NaN/Inf training loss (every loss_check_every_n_steps steps)",
@@ -122,13 +122,22 @@ class HealthCheck(Callback):
         index = self._batches_seen[stage]
         self._batches_seen[stage] += 1
         if "input_finite" in self.active:
-            for path, tensor in _tensors(batch, "batch"):
-                if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
-                    nan, inf = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
+            tensors = list(_tensors(batch, "batch"))
+            masks = [t for _, t in tensors if t.dtype == torch.bool and t.ndim >= 1]
+            for path, tensor in tensors:
+                if not tensor.is_floating_point():
+                    continue
+                # padding is not data: with a padding mask in the batch (True = real, as from
+                # project.data.collate.pad_sequences) only the real positions must be finite
+                mask = next((m for m in masks if tuple(m.shape) == tuple(tensor.shape[: m.ndim])), None)
+                real = tensor if mask is None else tensor[mask]
+                if not bool(torch.isfinite(real).all()):
+                    nan, inf = int(torch.isnan(real).sum()), int(torch.isinf(real).sum())
+                    where = "" if mask is None else " outside the padding mask"
                     self._fail(
                         "input_finite",
-                        f"{stage} batch {index}: {path} has {nan} NaN and {inf} Inf "
-                        "values. Clean the data (or its normalisation: a std of 0 divides by zero).",
+                        f"{stage} batch {index}: {path} has {nan} NaN and {inf} Inf values{where}. "
+                        "Clean the data (or its normalisation: a std of 0 divides by zero).",
                     )
         if not (isinstance(batch, (list, tuple)) and len(batch) >= 2 and isinstance(batch[1], Tensor)):
             return

@@ -39,9 +39,9 @@ class DiabetesDataModule(BaseDataModule):
     ``benchmarks/diabetes_baseline.py``.
 
     The target is standardised too (``standardize_target=True``, train-split mean and std) so that an
-    MLP trains with a loss near 1 instead of ~2e4; :class:`~project.models.TabularRegressor` reads
-    :attr:`target_mean` and :attr:`target_std` at setup and reports its metrics and predictions in the
-    original units.
+    MLP trains with a loss near 1 instead of ~2e4;
+    :class:`~project.models.TabularRegressor` reads :attr:`target_mean` and :attr:`target_std` at
+    setup and reports its metrics and predictions in the original units.
 
     Batches are ``(features [B, 10] float32, target [B] float32)``.
 

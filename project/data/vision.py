@@ -20,8 +20,8 @@ class TorchvisionDataModule(BaseDataModule):
     Transforms are built in the usual order: geometric augmentation, then colour augmentation (both
     train only), then conversion to ``float32`` in ``[0, 1]`` and normalisation with the dataset's
     published train-set mean/std (``mean``/``std`` class attributes; recompute them for your own
-    data with :func:`project.data.base.channel_mean_std`). Batches are ``(images [B, C, H, W] float32,
-    labels [B] int64)``.
+    data with :func:`project.data.base.channel_mean_std`).
+    Batches are ``(images [B, C, H, W] float32, labels [B] int64)``.
 
     Args:
         data_dir: Folder that holds (or will hold) the dataset in torchvision's layout, relative to
@@ -35,8 +35,8 @@ class TorchvisionDataModule(BaseDataModule):
             :class:`~project.data.base.BaseDataModule`.
 
     Raises:
-        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is missing or
-            empty, or the dataset's files are missing, truncated or corrupt.
+        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is
+            missing or empty, or the dataset's files are missing, truncated or corrupt.
     """
 
     dataset_name: ClassVar[str]

@@ -22,8 +22,8 @@ class ImageClassifier(BaseModule):
     ``stage`` in train/val/test, and ``val/acc_best``.
 
     Args:
-        backbone: Feature extractor with an ``out_features`` attribute (see ``project.models.backbones``);
-            ``None`` means ``SimpleCNN()`` (1 input channel).
+        backbone: Feature extractor with an ``out_features`` attribute
+            (see ``project.models.backbones``); ``None`` means ``SimpleCNN()`` (1 input channel).
         num_classes: Number of classes; labels must be integers in ``[0, num_classes)``.
         label_smoothing: Cross-entropy label smoothing in ``[0, 1)``.
         activation_checkpointing: Recompute the backbone's activations in the backward pass instead of

@@ -19,9 +19,10 @@ class TabularRegressor(BaseModule):
     Network: ``[Linear(in, h) -> ReLU -> Dropout]`` for each ``h`` in ``hidden_sizes``, then
     ``Linear(h_last, 1)``; with ``hidden_sizes=[]`` it is linear regression.
 
-    Target units: the DataModule may standardise the target (``y_std = (y - mean) / std``, see
-    :class:`~project.data.DiabetesDataModule`). At :meth:`setup` the model copies the DataModule's
-    ``target_mean`` and ``target_std`` (if it has them) into buffers, which are saved in checkpoints.
+    Target units: the DataModule may standardise the target (``y_std = (y - mean) / std``,
+    see :class:`~project.data.DiabetesDataModule`). At :meth:`setup` the model copies the
+    DataModule's ``target_mean`` and ``target_std`` (if it has them) into buffers, which are saved in
+    checkpoints.
     The network and the loss work on the standardised scale; the metrics and ``predict`` outputs are
     mapped back to the original units (``y = y_std * std + mean``).
 
