@@ -122,3 +122,13 @@ def test_default_fit_then_test_best_reaches_097_from_an_empty_directory(tmp_path
     predict = run_module(["predict", "--ckpt_path", "best", *FAST[-3:]], cwd=tmp_path)
     assert "predictions.csv" in predict.stdout
     assert len(run_dirs(tmp_path / "logs")) == 3
+
+
+def test_short_epochs_still_log_loss_lr_and_epoch_metrics(run_cli: RunCLI) -> None:
+    """train/loss and train/lr are logged on logging steps and on each epoch's last batch; metrics
+    once per epoch. With 2 batches and log_every_n_steps=50 only the last batch logs them."""
+    cli = run_cli("fit", "--trainer.max_epochs=2", "--trainer.log_every_n_steps=50")
+    metrics = cli.trainer.callback_metrics
+    for key in ("train/loss", "train/lr", "train/acc", "train/f1", "val/loss", "val/acc", "val/acc_best"):
+        assert key in metrics, key
+    assert 0.0 <= float(metrics["train/acc"]) <= 1.0

@@ -1,0 +1,566 @@
+"""Parity: the template's ``fit`` against a hand-written PyTorch loop and a bare Lightning ``Trainer``.
+
+Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR schedule
+(linear warmup + cosine, :func:`project.callbacks.warmup_cosine_factor`), gradient clipping (total norm
+1.0), seed and batch order three ways, in one process, alternating the runs:
+
+- ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
+  evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
+  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume`` callback;
+- ``template``: ``ProjectCLI(...).trainer.fit`` with every default callback, metric, logger and the
+  progress bar (checkpoint writing is timed separately and reported on its own line);
+- ``bare``: ``lightning.Trainer`` with no callbacks, logger, checkpointing or progress bar and a minimal
+  LightningModule around the same network (schedule as a per-step ``LambdaLR``, reseeding in a hook);
+- ``template -<group>``: the template with one of its own callbacks switched off
+  (``--<group>.enabled=false``), and with the progress bar / logger off, so each one's cost is its own
+  number.
+
+The final train loss of ``plain``, ``template`` and ``bare`` must agree to 5 decimals (numpy's
+``assert_almost_equal(decimal=5)``); otherwise the script exits with an error. Dropout is set to 0 so
+that the only consumer of the global RNG during training is the data pipeline (the template prefetches
+one batch ahead, so augmentation and dropout would draw random numbers in a different interleaving).
+
+    python benchmarks/parity.py --workload digits        # SimpleCNN on the 8x8 digits, batch 64
+    python benchmarks/parity.py --workload cifar         # small ResNet, CIFAR-shaped synthetic, batch 128
+    python benchmarks/parity.py --workload digits --epochs 1 --repeats 1 --no-ablation   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import io
+import json
+import logging
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from jsonargparse import Namespace
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
+    sys.path.insert(0, str(REPO_ROOT))
+
+from project.callbacks import epoch_seed, warmup_cosine_factor  # noqa: E402
+from project.cli import ProjectCLI  # noqa: E402
+from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
+from project.models import SimpleCNN  # noqa: E402
+
+#: Our callbacks' config groups, each switched off in turn with ``--<group>.enabled=false``. Groups
+#: found in the CLI that are not listed here are added automatically (any top-level group with an
+#: ``enabled`` field); a group listed here that the CLI does not have is an error.
+CALLBACK_GROUPS: list[str] = ["lr_schedule", "memory", "exact_resume", "health"]
+
+#: Further template defaults switched off one at a time: name -> command-line overrides.
+OTHER_ABLATIONS: dict[str, list[str]] = {
+    "progress_bar": ["--trainer.enable_progress_bar=false"],
+    "logger": ["--trainer.logger=false"],
+}
+
+#: The clock: ``time.perf_counter`` (wall, the default) or ``time.process_time`` (CPU seconds of this
+#: process, all its threads: steadier on a shared machine, but blind to GPU time and DataLoader
+#: worker processes; ``--clock cpu``).
+_clock: Callable[[], float] = time.perf_counter
+
+# The template's defaults that the plain loop and the bare Trainer reproduce.
+CLIP_NORM = 1.0  # TRAINER_DEFAULTS gradient_clip_val (algorithm "norm")
+WARMUP_FRACTION = 0.05  # WarmupCosineSchedule defaults
+WARMUP_START_FACTOR = 0.01
+MIN_LR_FACTOR = 0.01
+LOG_EVERY_N_STEPS = 10  # TRAINER_DEFAULTS log_every_n_steps
+
+
+class SmallResNet(nn.Module):
+    """A CIFAR-style ResNet (He et al. 2016, section 4.2) with one basic block per stage.
+
+    3x3 stem with ``widths[0]`` channels, then one residual basic block per entry of ``widths`` (stride 2
+    from the second stage on), global average pooling. Input ``[B, in_channels, H, W]`` float32 ->
+    features ``[B, widths[-1]]``. With the defaults it is a ResNet-8 of about 78k parameters: a
+    realistic step (tens of ms on 2 CPU cores at batch 128 on 32x32 images) that keeps this benchmark
+    short.
+    """
+
+    def __init__(self, in_channels: int = 3, widths: tuple[int, ...] = (16, 32, 64)) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(in_channels, widths[0], 3, padding=1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()
+        )
+        blocks: list[nn.Module] = []
+        previous = widths[0]
+        for index, width in enumerate(widths):
+            blocks.append(_BasicBlock(previous, width, stride=1 if index == 0 else 2))
+            previous = width
+        self.blocks = nn.Sequential(*blocks)
+        self.out_features = previous
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Map ``[B, C, H, W]`` images to ``[B, out_features]`` features."""
+        return torch.flatten(F.adaptive_avg_pool2d(self.blocks(self.stem(x)), 1), 1)
+
+
+class _BasicBlock(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.shortcut: nn.Module = nn.Identity()
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False),
+                nn.BatchNorm2d(out_channels),
+            )
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+@dataclass
+class Workload:
+    """One benchmark setting: the data, the backbone and how the template's CLI spells them."""
+
+    name: str
+    make_data: Callable[[], LightningDataModule]
+    make_backbone: Callable[[], nn.Module]
+    cli_args: list[str]
+    num_classes: int = 10
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def make_workload(name: str, num_samples: int) -> Workload:
+    """``digits``: SimpleCNN (dropout 0) on the 1,797 8x8 digits (augmented), batch 64.
+    ``cifar``: :class:`SmallResNet` on CIFAR-10-shaped synthetic images ``[3, 32, 32]``, batch 128."""
+    if name == "digits":
+        return Workload(
+            name,
+            make_data=lambda: DigitsDataModule(batch_size=64),
+            make_backbone=lambda: SimpleCNN(in_channels=1, dropout=0.0),
+            cli_args=[
+                "--data=project.data.DigitsDataModule",
+                "--data.batch_size=64",
+                "--model.backbone=project.models.SimpleCNN",
+                "--model.backbone.in_channels=1",
+                "--model.backbone.dropout=0.0",
+            ],
+            notes="SimpleCNN (dropout 0), digits 1,168 train / 270 val images, batch 64",
+        )
+    if name == "cifar":
+        return Workload(
+            name,
+            make_data=lambda: SyntheticDataModule(num_samples=num_samples, batch_size=128),
+            make_backbone=lambda: SmallResNet(),
+            cli_args=[
+                "--data=project.data.SyntheticDataModule",
+                f"--data.num_samples={num_samples}",
+                "--data.batch_size=128",
+                f"--model.backbone={_class_path(SmallResNet)}",
+                "--model.backbone.in_channels=3",  # else jsonargparse keeps SimpleCNN's default of 1
+            ],
+            notes=f"SmallResNet (ResNet-8, widths 16/32/64), synthetic [3, 32, 32], {num_samples} train / "
+            f"{num_samples // 4} val images, batch 128",
+        )
+    raise SystemExit(f"--workload {name!r}: choose 'digits' or 'cifar'")
+
+
+@dataclass
+class Result:
+    """One run: wall seconds of the whole fit (checkpoint writing included), of checkpoint writing
+    alone, and the final train loss (the last step's)."""
+
+    seconds: float
+    checkpoint_seconds: float
+    final_loss: float
+
+
+def _reseed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _schedule(total_steps: int) -> Callable[[int], float]:
+    warmup = round(WARMUP_FRACTION * total_steps)
+    return lambda step: warmup_cosine_factor(step, total_steps, warmup, WARMUP_START_FACTOR, MIN_LR_FACTOR)
+
+
+def _network(workload: Workload, seed: int) -> nn.Module:
+    """The backbone and a linear head, initialised exactly as the template's ``ImageClassifier`` is
+    after ``seed_everything(seed)`` (backbone first, then the head)."""
+    _reseed(seed)
+    backbone = workload.make_backbone()
+    head = nn.Linear(int(backbone.out_features), workload.num_classes)  # type: ignore[arg-type]
+    return nn.Sequential(backbone, head)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) -> Result:
+    """(a) The hand-written loop: train, then evaluate (loss and accuracy), every epoch."""
+    model = _network(workload, seed).to(device)
+    optimizer = torch.optim.AdamW(model.parameters())
+    base_lrs = [group["lr"] for group in optimizer.param_groups]
+    _sync(device)
+    start = _clock()
+    data = workload.make_data()
+    data.setup("fit")
+    train_loader, val_loader = data.train_dataloader(), data.val_dataloader()
+    schedule = _schedule(epochs * len(train_loader))
+    step = 0
+    loss = torch.zeros(())
+    logged: list[float] = []
+    for epoch in range(epochs):
+        _reseed(epoch_seed(seed, epoch))  # what ExactResume does at every epoch start
+        model.train()
+        for inputs, target in train_loader:
+            inputs, target = inputs.to(device, non_blocking=True), target.to(device, non_blocking=True)
+            factor = schedule(step)
+            for group, base_lr in zip(optimizer.param_groups, base_lrs, strict=True):
+                group["lr"] = base_lr * factor
+            loss = F.cross_entropy(model(inputs), target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
+            optimizer.step()
+            step += 1
+            if step % LOG_EVERY_N_STEPS == 0:
+                logged.append(loss.item())  # the only host sync in the loop, at logging points
+        model.eval()
+        total_loss = torch.zeros((), device=device)
+        correct = torch.zeros((), device=device, dtype=torch.long)
+        count = 0
+        with torch.no_grad():
+            for inputs, target in val_loader:
+                inputs, target = inputs.to(device, non_blocking=True), target.to(device, non_blocking=True)
+                output = model(inputs)
+                total_loss += F.cross_entropy(output, target, reduction="sum")
+                correct += (output.argmax(dim=1) == target).sum()
+                count += len(target)
+        logged.append(total_loss.item() / count)
+        logged.append(correct.item() / count)
+    final_loss = loss.item()
+    _sync(device)
+    return Result(_clock() - start, 0.0, final_loss)
+
+
+class BareClassifier(LightningModule):
+    """(c) The least a LightningModule needs: cross-entropy, validation loss/accuracy, AdamW with the
+    warmup-cosine factor as a per-step ``LambdaLR``, and the per-epoch reseeding of ``ExactResume``."""
+
+    def __init__(self, net: nn.Module, total_steps: int, seed: int) -> None:
+        super().__init__()
+        self.net = net
+        self.total_steps = total_steps
+        self.seed = seed
+        self.last_loss = torch.zeros(())
+        self.first_epoch = True
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def on_train_epoch_start(self) -> None:
+        _reseed(epoch_seed(self.seed, self.current_epoch))
+        if self.first_epoch:  # the first epoch's iterator exists already (see ExactResume)
+            self.first_epoch = False
+            iter(self.trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        inputs, target = batch
+        loss = F.cross_entropy(self(inputs), target)
+        self.last_loss = loss.detach()
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_sums = torch.zeros(2, device=self.device)
+        self.val_count = 0
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        inputs, target = batch
+        output = self(inputs)
+        self.val_sums[0] += F.cross_entropy(output, target, reduction="sum")
+        self.val_sums[1] += (output.argmax(dim=1) == target).sum()
+        self.val_count += len(target)
+
+    def on_validation_epoch_end(self) -> None:
+        self.val_result = (self.val_sums / max(self.val_count, 1)).tolist()
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.AdamW(self.parameters())
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(self.total_steps))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Result:
+    """(c) A bare Lightning Trainer: no callbacks, logger, checkpointing, progress bar or summary."""
+    data = workload.make_data()
+    probe = workload.make_data()
+    probe.setup("fit")
+    steps_per_epoch = len(probe.train_dataloader())
+    model = BareClassifier(_network(workload, seed), epochs * steps_per_epoch, seed)
+    trainer = Trainer(
+        accelerator=accelerator,
+        devices=1,
+        max_epochs=epochs,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[],
+        gradient_clip_val=CLIP_NORM,
+        gradient_clip_algorithm="norm",
+    )
+    _sync(model.device)
+    start = _clock()
+    trainer.fit(model, datamodule=data)
+    seconds = _clock() - start
+    return Result(seconds, 0.0, float(model.last_loss))
+
+
+def _template_cli(
+    workload: Workload, epochs: int, seed: int, accelerator: str, logs_dir: str, extra: list[str]
+) -> ProjectCLI:
+    args = [
+        *workload.cli_args,
+        f"--model.num_classes={workload.num_classes}",
+        f"--trainer.max_epochs={epochs}",
+        f"--trainer.accelerator={accelerator}",
+        "--trainer.devices=1",
+        f"--seed_everything={seed}",
+        f"--logs_dir={logs_dir}",
+        *extra,
+    ]
+    argv, sys.argv = sys.argv, sys.argv[:1]  # LightningCLI warns when sys.argv also holds arguments
+    try:
+        return ProjectCLI(args=args, run=False)
+    finally:
+        sys.argv = argv
+
+
+def discover_groups(config: Namespace) -> list[str]:
+    """Our callbacks' config groups: :data:`CALLBACK_GROUPS`, then any other top-level group of the
+    parsed CLI ``config`` that has an ``enabled`` field. Exits with an error naming a listed group the
+    CLI does not have (so a renamed or removed callback cannot silently drop out of the table)."""
+    found = [
+        key for key, value in vars(config).items() if isinstance(value, Namespace) and "enabled" in value
+    ]
+    missing = [group for group in CALLBACK_GROUPS if group not in found]
+    if missing:
+        raise SystemExit(
+            f"parity.py: CALLBACK_GROUPS names {missing}, but the CLI has no such group with an 'enabled' "
+            f"field (groups found: {found}). Update CALLBACK_GROUPS at the top of benchmarks/parity.py."
+        )
+    return CALLBACK_GROUPS + [group for group in found if group not in CALLBACK_GROUPS]
+
+
+def run_template(
+    workload: Workload, epochs: int, seed: int, accelerator: str, logs_dir: str, extra: list[str]
+) -> Result:
+    """(b) The template's fit path with its defaults; ``extra`` switches things off."""
+    cli = _template_cli(workload, epochs, seed, accelerator, logs_dir, extra)
+    checkpoint_seconds = 0.0
+    save_checkpoint = cli.trainer.save_checkpoint
+
+    def timed_save(*args: Any, **kwargs: Any) -> None:
+        nonlocal checkpoint_seconds
+        begin = _clock()
+        save_checkpoint(*args, **kwargs)
+        checkpoint_seconds += _clock() - begin
+
+    cli.trainer.save_checkpoint = timed_save  # type: ignore[method-assign]
+    # The last step's loss (the template logs train/loss only every log_every_n_steps steps).
+    last_loss = torch.zeros(())
+    training_step = cli.model.training_step
+
+    def capture_loss(*args: Any, **kwargs: Any) -> Any:
+        nonlocal last_loss
+        output = training_step(*args, **kwargs)
+        last_loss = output.detach()
+        return output
+
+    cli.model.training_step = capture_loss  # type: ignore[method-assign]
+    _sync(cli.model.device)
+    start = _clock()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    seconds = _clock() - start
+    return Result(seconds, checkpoint_seconds, float(last_loss))
+
+
+def check_losses(results: dict[str, list[Result]], names: list[str]) -> None:
+    """Exit with an error unless the final train losses of ``names`` agree to 5 decimals in every
+    repetition (``numpy.testing.assert_almost_equal(decimal=5)``: ``|a - b| < 1.5e-5``)."""
+    for index in range(len(results[names[0]])):
+        losses = {name: results[name][index].final_loss for name in names}
+        for name in names[1:]:
+            try:
+                np.testing.assert_almost_equal(losses[name], losses[names[0]], decimal=5)
+            except AssertionError:
+                raise SystemExit(
+                    f"parity.py: final train losses differ beyond 5 decimals in repetition {index}: "
+                    + ", ".join(f"{key}={value:.8f}" for key, value in losses.items())
+                    + ". The runs no longer do the same computation (model, data order, schedule, "
+                    "clipping or seeding changed on one side)."
+                ) from None
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark, print Markdown tables, and return the medians (also written with --json)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workload", choices=["digits", "cifar"], default="digits")
+    parser.add_argument("--epochs", type=int, default=None, help="default: 10 (digits), 2 (cifar)")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating repetitions (median over them)")
+    parser.add_argument("--num-samples", type=int, default=1280, help="cifar: training images")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--no-ablation", action="store_true", help="skip the one-switch-off runs")
+    parser.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up runs")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall: elapsed seconds; cpu: this process's CPU seconds (steadier on a shared machine)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU is available")
+    global _clock
+    _clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    epochs = args.epochs or (10 if args.workload == "digits" else 2)
+    workload = make_workload(args.workload, args.num_samples)
+    device = torch.device(args.device)
+    if device.type == "cuda":  # same kernels in every run, so the losses can agree to 5 decimals
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+    accelerator = "gpu" if args.device == "cuda" else "cpu"
+    logs = tempfile.TemporaryDirectory(prefix="parity_logs_")
+
+    def template(extra: list[str], n_epochs: int = epochs) -> Callable[[], Result]:
+        return lambda: run_template(workload, n_epochs, args.seed, accelerator, logs.name, extra)
+
+    runs: dict[str, Callable[[], Result]] = {
+        "plain": lambda: run_plain(workload, epochs, args.seed, device),
+        "template": template([]),
+        "bare": lambda: run_bare(workload, epochs, args.seed, accelerator),
+    }
+    groups = discover_groups(_template_cli(workload, 1, args.seed, accelerator, logs.name, []).config)
+    if not args.no_ablation:
+        for group in groups:
+            runs[f"template -{group}"] = template([f"--{group}.enabled=false"])
+        for name, extra in OTHER_ABLATIONS.items():
+            runs[f"template -{name}"] = template(extra)
+
+    if not args.no_warmup:  # first-use costs (lazy imports, allocator, kernels) off the record
+        run_plain(workload, 1, args.seed, device)
+        run_template(workload, 1, args.seed, accelerator, logs.name, [])
+        run_bare(workload, 1, args.seed, accelerator)
+    results: dict[str, list[Result]] = {name: [] for name in runs}
+    names = list(runs)
+    for repeat in range(args.repeats):
+        order = names[repeat % len(names) :] + names[: repeat % len(names)]  # rotate the order
+        for name in order:
+            results[name].append(runs[name]())
+            print(
+                f"  repeat {repeat}: {name:28s} {results[name][-1].seconds / epochs:.3f} s/epoch", flush=True
+            )
+    logs.cleanup()
+    check_losses(results, ["plain", "template", "bare"])
+
+    def per_epoch(name: str, with_checkpoints: bool = False) -> float:
+        return statistics.median(
+            (r.seconds - (0.0 if with_checkpoints else r.checkpoint_seconds)) / epochs for r in results[name]
+        )
+
+    medians = {name: per_epoch(name) for name in names}
+    plain, bare, ours = medians["plain"], medians["bare"], medians["template"]
+    summary: dict[str, Any] = {
+        "workload": workload.name,
+        "notes": workload.notes,
+        "epochs": epochs,
+        "repeats": args.repeats,
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else platform.processor() or "cpu",
+        "threads": torch.get_num_threads(),
+        "clock": args.clock,
+        "date": datetime.date.today().isoformat(),
+        "load_average": os.getloadavg(),
+        "seconds_per_epoch": medians,
+        "checkpoint_seconds_per_epoch": statistics.median(
+            r.checkpoint_seconds / epochs for r in results["template"]
+        ),
+        "template_with_checkpoints": per_epoch("template", with_checkpoints=True),
+        "final_loss": {name: results[name][0].final_loss for name in ("plain", "template", "bare")},
+        "ratio_template_plain": ours / plain,
+        "ratio_template_bare": ours / bare,
+        "ratio_bare_plain": bare / plain,
+    }
+    print(f"\n### Parity, {workload.name}: {workload.notes}")
+    print(
+        f"{epochs} epochs, median of {args.repeats} alternating runs, {summary['device']}, "
+        f"{summary['threads']} threads, {summary['date']}, load average {summary['load_average'][0]:.1f}\n"
+    )
+    print(f"Clock: {'CPU seconds of the process' if args.clock == 'cpu' else 'wall seconds'}.\n")
+    print("| run | s/epoch | / plain (a) | / bare Lightning (c) | final train loss |")
+    print("|---|---:|---:|---:|---:|")
+    for name in names:
+        loss = results[name][0].final_loss
+        print(
+            f"| {name} | {medians[name]:.4f} | {medians[name] / plain:.3f} | {medians[name] / bare:.3f} | "
+            f"{loss:.6f} |"
+        )
+    with_checkpoints = summary["template_with_checkpoints"]
+    print(
+        f"| template incl. checkpoint writing | {with_checkpoints:.4f} | {with_checkpoints / plain:.3f} | "
+        f"{with_checkpoints / bare:.3f} | |"
+    )
+    print(
+        f"\nCheckpoint writing (best.ckpt + last.ckpt): {summary['checkpoint_seconds_per_epoch']:.4f} s/epoch"
+    )
+    if not args.no_ablation:
+        print("\n| switched off | saves (ms/epoch) | share of template time |")
+        print("|---|---:|---:|")
+        for name in names[3:]:
+            saved = ours - medians[name]
+            print(f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | {100 * saved / ours:.1f}% |")
+    print(
+        f"\n(b)/(a) template/plain = {ours / plain:.3f}; (b)/(c) template/bare = {ours / bare:.3f}; "
+        f"(c)/(a) bare/plain = {bare / plain:.3f}"
+    )
+    if args.json is not None:
+        args.json.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+if __name__ == "__main__":
+    # Quiet "GPU available: ..." from every Trainer (only as a script: main() may run inside tests).
+    for logger_name in ("lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(logger_name).setLevel(logging.WARNING)
+    main()
