@@ -27,7 +27,7 @@ typecheck: $(VENV)/.installed
 	$(PY) -m mypy
 
 unit: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --durations=15
 
 clean:
 	rm -rf $(VENV) logs .mypy_cache .ruff_cache .pytest_cache

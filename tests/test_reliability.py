@@ -182,6 +182,7 @@ def test_a_crash_in_training_step_leaves_the_previous_last_checkpoint_intact(run
 
 
 # ---------------------------------------------------------------------------------- interruption
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
     tmp_path: Path, signum: int, code: int
@@ -229,6 +230,7 @@ def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
 
 
 # ---------------------------------------------------------------------------------- concurrent runs
+@pytest.mark.slow
 def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None:
     command = [
         sys.executable,

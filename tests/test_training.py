@@ -123,6 +123,7 @@ def _last_row(metrics_csv: Path, key: str) -> float:
     return float(rows[-1][key])
 
 
+@pytest.mark.slow
 def test_two_process_cpu_ddp_writes_once_syncs_metrics_and_loads_into_one_process(tmp_path: Path) -> None:
     # tests/ for the helper modules, this checkout, then whatever the caller had (keeps working for
     # a checkout that is not pip-installed, e.g. a freshly generated repo or a git worktree)
@@ -187,6 +188,7 @@ def test_sync_batchnorm_on_cpu_stops_before_any_worker_starts(tmp_path: Path) ->
     assert not (tmp_path / "logs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_resume_after_epoch_k_is_bit_identical_to_an_uninterrupted_run(
     run_cli: RunCLI, workdir: Path, num_workers: int
@@ -295,6 +297,7 @@ def test_warmup_cosine_refuses_a_second_scheduler(run_cli: RunCLI) -> None:
         )
 
 
+@pytest.mark.slow
 def test_memory_monitor_warns_on_losses_kept_in_a_list_but_not_on_a_clean_run(tmp_path: Path) -> None:
     # each run in a fresh process: memory freed by earlier tests in this process would hide growth
     args = [
