@@ -41,6 +41,7 @@ DEPENDENCY_IMPORT_NAMES = frozenset(
         "yaml",
         "PIL",
         "pytest",
+        "xdist",
         "ruff",
         "mypy",
         "cookiecutter",
