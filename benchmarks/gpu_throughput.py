@@ -7,8 +7,8 @@ ratios (benchmarks/parity.py) on the GPU. One script, a few minutes on one GPU.
 
 Every configuration runs the template's own ``fit`` path (``ProjectCLI``, default callbacks) with
 ``project.models.TorchvisionResNet`` (resnet18, 3x3 stem for 32x32 inputs) on
-``project.data.SyntheticDataModule`` (20,000 images ``[3, 32, 32]``, batch 256). Images/s count the
-epochs after the first (cuDNN autotuning, allocator growth and compilation happen in the first);
+``project.data.SyntheticDataModule`` (20,000 images ``[3, 32, 32]``, batch 256). Images/s
+count the epochs after the first (cuDNN autotuning, allocator growth and compilation happen in the first);
 peak memory is ``torch.cuda.max_memory_allocated`` over the whole fit. ``channels_last`` converts the
 model's parameters (cuDNN then runs NHWC kernels); ``torch.compile`` compiles the backbone
 (``--smoke`` uses the ``eager`` backend, which checks the wiring without a compiler run).

@@ -1,8 +1,8 @@
 """Parity: the template's ``fit`` against a hand-written PyTorch loop and a bare Lightning ``Trainer``.
 
 Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR schedule
-(linear warmup + cosine, :func:`project.callbacks.warmup_cosine_factor`), gradient clipping (total norm
-1.0), seed and batch order three ways, in one process, alternating the runs:
+(linear warmup + cosine, :func:`project.callbacks.warmup_cosine_factor`), gradient clipping
+(total norm 1.0), seed and batch order three ways, in one process, alternating the runs:
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
