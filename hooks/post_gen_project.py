@@ -59,32 +59,21 @@ TEXT_NAMES = frozenset({"Makefile", "run", ".gitignore"})
 
 #: Logger choice -> (the default ``TRAINER_DEFAULTS["logger"]`` value in ``cli.py``, its logger class).
 #: Written as ``class_path`` dicts (jsonargparse parses them, ``--print_config`` prints them, and the
-#: CLI's run-folder logic sees them as namespaces). The chosen logger comes first; for wandb and
-#: tensorboard a ``CSVLogger`` stays beside it so every run folder keeps its ``metrics.csv``. W&B is
-#: offline (no account, no network; ``wandb sync`` uploads later).
+#: CLI's run-folder logic sees them as namespaces). The CLI adds a ``CSVLogger`` beside any logger
+#: that is not one, so every run folder keeps its ``metrics.csv``. W&B is offline (no account, no
+#: network; ``wandb sync`` uploads later).
 LOGGER_EXPRESSIONS: dict[str, tuple[str, str]] = {
     "csv": (
         '{"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}',
         "CSVLogger",
     ),
     "tensorboard": (
-        "[\n"
-        "        {\n"
-        '            "class_path": "lightning.pytorch.loggers.TensorBoardLogger",\n'
-        '            "init_args": {"save_dir": "logs"},\n'
-        "        },\n"
-        '        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}},\n'
-        "    ]",
+        '{"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "logs"}}',
         "TensorBoardLogger",
     ),
     "wandb": (
-        "[\n"
-        "        {\n"
-        '            "class_path": "lightning.pytorch.loggers.WandbLogger",\n'
-        '            "init_args": {"save_dir": "logs", "offline": True},\n'
-        "        },\n"
-        '        {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": "logs"}},\n'
-        "    ]",
+        '{"class_path": "lightning.pytorch.loggers.WandbLogger", '
+        '"init_args": {"save_dir": "logs", "offline": True}}',
         "WandbLogger",
     ),
 }

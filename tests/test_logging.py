@@ -18,6 +18,10 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from project.callbacks import LineProgressBar
 from project.cli import ProjectCLI
 
+#: W&B is the reference project's default logger; tests name it explicitly so they also hold in a
+#: generated repo whose default logger is TensorBoard or CSV.
+WANDB_PRESET = CONFIGS / "logger" / "wandb.yaml"
+
 
 class ConnectionCounter:
     """A TCP server on 127.0.0.1 that counts (and drops) every connection made to it."""
@@ -59,7 +63,12 @@ def test_default_wandb_run_is_offline_makes_no_network_call_and_never_saves_the_
     start = time.perf_counter()
     try:
         result = run_module(
-            ["fit", *FAST[:3]],
+            [
+                "fit",
+                "--config",
+                str(WANDB_PRESET),
+                *FAST[:3],
+            ],  # the default here; explicit for generated repos
             cwd=tmp_path,
             env=env,
             timeout=300,
@@ -110,7 +119,9 @@ def test_wandb_offline_switch_parses_in_short_and_long_form(
 ) -> None:
     for flag in ("", "--trainer.logger.offline=false", "--trainer.logger.init_args.offline=false"):
         with pytest.raises(SystemExit):
-            ProjectCLI(args=["fit", *([flag] if flag else []), "--print_config"])
+            ProjectCLI(
+                args=["fit", "--config", str(WANDB_PRESET), *([flag] if flag else []), "--print_config"]
+            )
         logger = yaml.safe_load(capsys.readouterr().out)["trainer"]["logger"]
         assert logger["class_path"] == "lightning.pytorch.loggers.WandbLogger"
         assert logger["init_args"]["offline"] is (not flag), flag

@@ -68,8 +68,8 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
 #: Logger class names expected in ``fit --print_config`` (first the default logger).
 LOGGER_CLASSES = {
     "csv": ["CSVLogger"],
-    "tensorboard": ["TensorBoardLogger", "CSVLogger"],
-    "wandb": ["WandbLogger", "CSVLogger"],
+    "tensorboard": ["TensorBoardLogger"],
+    "wandb": ["WandbLogger"],
 }
 #: A reference to the template's package that generation must have rewritten.
 LEFTOVER = re.compile(
