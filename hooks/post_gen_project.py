@@ -68,12 +68,17 @@ LOGGER_EXPRESSIONS: dict[str, tuple[str, str]] = {
         "CSVLogger",
     ),
     "tensorboard": (
-        '{"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "logs"}}',
+        "{\n"
+        '        "class_path": "lightning.pytorch.loggers.TensorBoardLogger",\n'
+        '        "init_args": {"save_dir": "logs"},\n'
+        "    }",
         "TensorBoardLogger",
     ),
     "wandb": (
-        '{"class_path": "lightning.pytorch.loggers.WandbLogger", '
-        '"init_args": {"save_dir": "logs", "offline": True}}',
+        "{\n"
+        '        "class_path": "lightning.pytorch.loggers.WandbLogger",\n'
+        '        "init_args": {"save_dir": "logs", "offline": True},\n'
+        "    }",
         "WandbLogger",
     ),
 }
