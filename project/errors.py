@@ -16,6 +16,12 @@ class ConfigError(ProjectError, ValueError):
     exit_code = 2
 
 
+class RunExistsError(ProjectError, FileExistsError):
+    """An explicit ``--run_name`` names a run folder that already exists (exit code 2)."""
+
+    exit_code = 2
+
+
 class CheckpointError(ProjectError):
     """A checkpoint file is missing, corrupt, untrusted or does not fit the model (exit code 2)."""
 

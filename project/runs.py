@@ -6,6 +6,8 @@ import os
 from datetime import datetime
 from pathlib import Path
 
+from project.errors import RunExistsError
+
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
 RUN_DIR_ENV = "LIGHTNING_TEMPLATE_RUN_DIR"
 
@@ -57,7 +59,7 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
         try:
             run_dir.mkdir()
         except FileExistsError:
-            raise FileExistsError(
+            raise RunExistsError(
                 f"run_name={run_name!r}: {run_dir} already exists; choose another name or leave "
                 "run_name unset for an automatic one"
             ) from None

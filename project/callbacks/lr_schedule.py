@@ -6,6 +6,8 @@ import math
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from project.errors import ConfigError
+
 
 def warmup_cosine_factor(
     step: int, total_steps: int, warmup_steps: int, warmup_start_factor: float, min_lr_factor: float
@@ -86,7 +88,7 @@ class WarmupCosineSchedule(Callback):
         if not self.enabled:
             return
         if trainer.lr_scheduler_configs:
-            raise ValueError(
+            raise ConfigError(
                 "The model's configure_optimizers returned an LR scheduler while the warmup-cosine "
                 "callback is enabled. Use one: --lr_schedule.enabled=false, or --model.lr_scheduler=null."
             )
