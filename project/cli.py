@@ -45,7 +45,7 @@ from project.callbacks import (
 from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
 from project.errors import CheckpointError, ProjectError
 from project.progress import stdout_is_terminal
-from project.runs import CHECKPOINT_ALIASES, create_run_dir, find_checkpoint
+from project.runs import CHECKPOINT_ALIASES, add_run_folder_arguments, create_run_dir, find_checkpoint
 
 DEFAULT_MODEL = "project.models.ImageClassifier"
 DEFAULT_BACKBONE = "project.models.SimpleCNN"
@@ -212,10 +212,7 @@ class ProjectCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add run-folder arguments, the checkpoint group and the default model and data."""
-        parser.add_argument("--logs_dir", type=str, default="logs", help="Folder with one subfolder per run.")
-        parser.add_argument(
-            "--run_name", type=str | None, default=None, help="Run folder name (default: auto)."
-        )
+        add_run_folder_arguments(parser)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
         parser.add_lightning_class_args(MemoryMonitor, "memory")

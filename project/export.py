@@ -222,6 +222,8 @@ def build_parser() -> Any:
     """The ``export`` command's jsonargparse parser."""
     from jsonargparse import ArgumentParser
 
+    from project.runs import add_run_folder_arguments
+
     parser = ArgumentParser(
         prog=f"python -m {__package__} export",
         description=__doc__,
@@ -248,8 +250,7 @@ def build_parser() -> Any:
         default=None,
         help="The run's config.yaml, for the data (default: next to the checkpoint's folder).",
     )
-    parser.add_argument("--logs_dir", type=str, default="logs", help="Folder with one subfolder per run.")
-    parser.add_argument("--run_name", type=str | None, default=None, help="Run folder name (default: auto).")
+    add_run_folder_arguments(parser)
     return parser
 
 

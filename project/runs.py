@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from project.errors import RunExistsError
 
@@ -18,6 +19,12 @@ CHECKPOINT_ALIASES = ("best", "last")
 def _is_worker_process() -> bool:
     """True in a process that a launcher started for rank > 0 (or any torchrun/SLURM rank)."""
     return "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
+
+
+def add_run_folder_arguments(parser: Any) -> None:
+    """Add ``--logs_dir`` and ``--run_name`` (see :func:`create_run_dir`) to a jsonargparse parser."""
+    parser.add_argument("--logs_dir", type=str, default="logs", help="Folder with one subfolder per run.")
+    parser.add_argument("--run_name", type=str | None, default=None, help="Run folder name (default: auto).")
 
 
 def _launcher_job_name() -> str | None:
