@@ -45,7 +45,12 @@ from project.callbacks import (
 from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
 from project.errors import CheckpointError, ProjectError
 from project.progress import stdout_is_terminal
-from project.runs import CHECKPOINT_ALIASES, add_run_folder_arguments, create_run_dir, find_checkpoint
+from project.runs import (
+    CHECKPOINT_ALIASES,
+    add_run_folder_arguments,
+    create_run_dir,
+    find_checkpoint,
+)
 
 DEFAULT_MODEL = "project.models.ImageClassifier"
 DEFAULT_BACKBONE = "project.models.SimpleCNN"
