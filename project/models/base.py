@@ -14,7 +14,7 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities.types import LRSchedulerConfigType, OptimizerLRScheduler
 from torch import Tensor
-from torchmetrics import MaxMetric, MetricCollection, MinMetric
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection, MinMetric
 
 Stage = Literal["train", "val", "test"]
 
@@ -40,6 +40,14 @@ class BaseModule(LightningModule):
             own (the classifier ``acc``, the regressor ``mae``).
         best_mode: ``"max"`` if a larger ``best_metric`` is better (accuracy), ``"min"`` otherwise (MAE).
     """
+
+    #: Metric inputs are held for up to this many batches and passed to the metrics in one update:
+    #: each torchmetrics update costs 0.2-0.4 ms of Python on a CPU whatever its size (2-5% of a small
+    #: model's step; benchmarks/README.md). 1 updates every batch.
+    metric_update_batches: int = 16
+    #: ...or sooner, once the held tensors have this many elements in all (so large per-sample
+    #: outputs, such as segmentation masks, are passed on at every batch).
+    metric_update_max_elements: int = 1 << 20
 
     def __init__(
         self,
@@ -96,40 +104,71 @@ class BaseModule(LightningModule):
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        # Epoch-mean val/test loss over samples. nan_strategy="disable": a NaN loss stays NaN (the
+        # default "warn" would drop it, and checks each value with a host-device sync).
+        self.val_loss = MeanMetric(nan_strategy="disable")
+        self.test_loss = MeanMetric(nan_strategy="disable")
+        self._held: dict[Stage, list[tuple[Tensor, ...]]] = {"train": [], "val": [], "test": []}
+        self._held_elements: dict[Stage, int] = {"train": 0, "val": 0, "test": 0}
 
     def _metrics(self, stage: Stage) -> MetricCollection:
         return {"train": self.train_metrics, "val": self.val_metrics, "test": self.test_metrics}[stage]
 
     def shared_step(self, batch: Any, stage: Stage) -> Tensor:
-        """Forward one batch (split by :meth:`split_batch`), log ``<stage>/loss``, update the metrics.
+        """Forward one batch (split by :meth:`split_batch`), queue the metric inputs, log ``train/loss``.
 
         ``train/loss`` is logged on the steps the logger writes (every ``trainer.log_every_n_steps``)
-        and on each epoch's last batch (the progress bar shows the latest of them); ``val/loss`` and
-        ``test/loss`` as epoch means. Metrics are updated every step but computed and logged once per
-        epoch (:meth:`log_epoch_metrics`). So the hot path has no host-device synchronisation beyond
-        what the progress bar asks for, and no per-step ``self.log`` call for the metrics (Lightning's
-        logging costs about 1-3 ms a call on a CPU; see benchmarks/README.md).
+        and on each epoch's last batch (the progress bar shows the latest of them). ``val/loss`` and
+        ``test/loss`` are epoch means over samples (a ``MeanMetric``). The metrics and those means are
+        fed a few batches at a time (:attr:`metric_update_batches`), then computed and logged once
+        per epoch (:meth:`log_epoch_metrics`). So the hot path has no host-device synchronisation
+        beyond what the progress bar asks for, no per-step ``self.log`` call and few metric updates:
+        each costs 0.2-0.4 ms of Python on a CPU, 2-5% of a small model's step (benchmarks/README.md).
         """
         inputs, target = self.split_batch(batch)
         output = self(inputs)
         loss = self.compute_loss(output, target)
-        batch_size = target.shape[0]
-        training = stage == "train"
-        # train/loss on the steps the logger writes (every trainer.log_every_n_steps) and the epoch's
-        # last: a self.log call per step cost about 4% of a small-model step (benchmarks/README.md).
-        # val/test loss: epoch mean.
-        if not training or self._logging_step():
-            self.log(
-                f"{stage}/loss",
-                loss,
-                on_step=training,
-                on_epoch=not training,
-                prog_bar=True,
-                batch_size=batch_size,
-                sync_dist=not training,  # epoch means over all processes (no cost with one process)
-            )
-        self._metrics(stage).update(*self.metric_inputs(output.detach(), target))
+        if stage == "train" and self._logging_step():
+            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        preds, metric_target = self.metric_inputs(output.detach(), target)
+        held: tuple[Tensor, ...] = (preds, metric_target)
+        if stage != "train":
+            # One copy of the batch's mean loss per sample (a view), so batches count by size.
+            # Not update(loss, weight=n): with nan_strategy="disable", torchmetrics 1.9 replaces the
+            # weights by ones (Lightning-AI/torchmetrics#3434).
+            held += (loss.detach().expand(len(metric_target)),)
+        self._held[stage].append(held)
+        self._held_elements[stage] += sum(tensor.numel() for tensor in held)
+        if (
+            len(self._held[stage]) >= self.metric_update_batches
+            or self._held_elements[stage] >= self.metric_update_max_elements
+        ):
+            self.update_metrics(stage)
         return loss
+
+    def update_metrics(self, stage: Stage) -> None:
+        """Pass the held metric inputs of ``stage`` to its metrics (and loss mean), then drop them.
+
+        Batches whose inputs have the same shape past the batch dimension are concatenated into one
+        update; otherwise (e.g. variable-length sequences) each batch is its own update. Either way
+        the results equal updating every batch: the metrics accumulate per-sample statistics.
+        """
+        held = self._held[stage]
+        if not held:
+            return
+        columns = list(zip(*held, strict=True))
+        if len(held) > 1 and all(_concatenable(column) for column in columns):
+            held = [tuple(torch.cat(column) for column in columns)]
+        metrics = self._metrics(stage)
+        for preds, target, *loss in held:
+            metrics.update(preds, target)
+            if loss and stage != "train":
+                self._loss_mean(stage).update(loss[0])
+        self._held[stage] = []
+        self._held_elements[stage] = 0
+
+    def _loss_mean(self, stage: Literal["val", "test"]) -> MeanMetric:
+        return self.val_loss if stage == "val" else self.test_loss
 
     def _logging_step(self) -> bool:
         """Whether to log this training step: the logger writes it (Lightning's own rule, the one its
@@ -142,13 +181,20 @@ class BaseModule(LightningModule):
 
     def log_epoch_metrics(self, stage: Stage) -> dict[str, Tensor]:
         """Compute the stage's metrics over the epoch (synced across processes by torchmetrics), log
-        them as ``<stage>/<name>``, reset them, and return the computed values (0-dim tensors)."""
+        them as ``<stage>/<name>`` (plus ``<stage>/loss`` for val and test), reset them, and return
+        the computed values (0-dim tensors)."""
+        self.update_metrics(stage)
         metrics = self._metrics(stage)
-        values = metrics.compute()
+        values = dict(metrics.compute())
         metrics.reset()
+        if stage != "train":
+            loss_mean = self._loss_mean(stage)
+            if loss_mean.update_called:  # not when the epoch had no batches
+                values[f"{stage}/loss"] = loss_mean.compute()
+            loss_mean.reset()
         # The values are already global; sync_dist only silences Lightning's DDP epoch-level warning.
         self.log_dict(values, prog_bar=stage != "train", sync_dist=True)
-        return dict(values)
+        return values
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
         """Return the training loss of one batch (a scalar ``float32`` tensor that requires grad)."""
@@ -209,3 +255,16 @@ class BaseModule(LightningModule):
             config["monitor"] = self.lr_scheduler_monitor
             config["interval"] = "epoch"
         return {"optimizer": optimizer, "lr_scheduler": config}
+
+
+def _concatenable(tensors: tuple[Tensor, ...]) -> bool:
+    """Whether ``torch.cat`` can join these tensors along dim 0 without changing any of them: at
+    least 1-d, and the same dtype, device and shape past the first dimension."""
+    first = tensors[0]
+    return first.dim() > 0 and all(
+        t.dim() == first.dim()
+        and t.shape[1:] == first.shape[1:]
+        and t.dtype == first.dtype
+        and t.device == first.device
+        for t in tensors
+    )

@@ -14,6 +14,9 @@ from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 from project.models.backbones import SimpleCNN
 from project.models.base import BaseModule
 
+#: Label that the loss and the metrics skip (``torch.nn.functional.cross_entropy``'s default).
+IGNORE_INDEX = -100
+
 
 class ImageClassifier(BaseModule):
     """Classify images into ``num_classes`` classes with cross-entropy.
@@ -68,11 +71,19 @@ class ImageClassifier(BaseModule):
         self.setup_metrics()
 
     def build_metrics(self) -> MetricCollection:
-        """Accuracy (``acc``, micro) and macro F1 (``f1``) over ``num_classes`` classes."""
+        """Accuracy (``acc``, micro) and macro F1 (``f1``) over ``num_classes`` classes.
+
+        Labels equal to -100 are skipped, as the cross-entropy of :meth:`compute_loss` skips them (its
+        ``ignore_index``). ``validate_args=False``: torchmetrics' input check counts the distinct
+        labels with ``torch.unique`` on every update, a host-device synchronisation per step on a GPU,
+        and the cross-entropy has already rejected any other label outside ``[0, num_classes)`` on the
+        same batch.
+        """
+        k, skip = self.num_classes, IGNORE_INDEX
         return MetricCollection(
             {
-                "acc": MulticlassAccuracy(self.num_classes, average="micro"),
-                "f1": MulticlassF1Score(self.num_classes, average="macro"),
+                "acc": MulticlassAccuracy(k, average="micro", ignore_index=skip, validate_args=False),
+                "f1": MulticlassF1Score(k, average="macro", ignore_index=skip, validate_args=False),
             }
         )
 
@@ -84,9 +95,17 @@ class ImageClassifier(BaseModule):
             features = self.backbone(x)
         return self.head(features)
 
+    def metric_inputs(self, output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        """Predicted classes ``[B]`` int64 (argmax of the logits ``[B, K]``, what the metrics take
+        from logits anyway) and the labels ``[B]``: one value per sample to hold until the metrics'
+        next update (see :attr:`BaseModule.metric_update_batches`)."""
+        return output.argmax(dim=-1), target
+
     def compute_loss(self, output: Tensor, target: Tensor) -> Tensor:
         """Cross-entropy between logits ``[B, K]`` and integer labels ``[B]``."""
-        return nn.functional.cross_entropy(output, target, label_smoothing=self.label_smoothing)
+        return nn.functional.cross_entropy(
+            output, target, ignore_index=IGNORE_INDEX, label_smoothing=self.label_smoothing
+        )
 
     def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Tensor]:
         """Return ``pred`` (``[B]`` int64 class), ``prob`` (``[B]`` float, its softmax probability) and,
