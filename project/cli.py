@@ -143,12 +143,25 @@ class SaveConfigToLoggers(SaveConfigCallback):
     the model's hyperparameters that Lightning logs itself. Other loggers keep ``hparams.yaml``.
     """
 
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Save ``config.yaml`` (Lightning), then :meth:`save_config` on rank 0."""
+        # trainer.log_dir broadcasts, so every rank asks for it here, not only rank 0 in save_config.
+        self._saved_path: Path | None = None
+        if self.save_to_log_dir and not self.already_saved:
+            self._saved_path = Path(trainer.log_dir or ".", self.config_filename)
+        super().setup(trainer, pl_module, stage)
+
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Log the resolved config to every ``WandbLogger`` of the trainer."""
         wandb_loggers = [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
         if not wandb_loggers:
             return
-        config = yaml.safe_load(self.parser.dump(self.config, skip_none=False))
+        saved = getattr(self, "_saved_path", None)  # None when save_config is called on its own
+        if saved is not None and not self.multifile and saved.is_file():
+            text = saved.read_text()  # the file Lightning just wrote: a second dump costs ~0.1 s
+        else:
+            text = self.parser.dump(self.config, skip_none=False)
+        config = yaml.safe_load(text)
         for logger in wandb_loggers:
             logger.experiment.config.update({"config": config}, allow_val_change=True)
 

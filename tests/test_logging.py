@@ -16,7 +16,7 @@ from conftest import CONFIGS, FAST, RunCLI, run_dirs, run_module
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
 from project.callbacks import LineProgressBar
-from project.cli import ProjectCLI
+from project.cli import ProjectCLI, SaveConfigToLoggers
 
 #: W&B is the reference project's default logger; tests name it explicitly so they also hold in a
 #: generated repo whose default logger is TensorBoard or CSV.
@@ -177,3 +177,40 @@ def test_plateau_preset_steps_on_val_loss_and_logs_the_lr(run_cli: RunCLI) -> No
     assert (config.monitor, config.interval) == ("val/loss", "epoch")
     rows = list(csv.DictReader((cli.run_dir / "metrics.csv").open()))
     assert [float(r["train/lr"]) for r in rows if r.get("train/lr")] == [pytest.approx(1e-3)] * 2
+
+
+class RecordingWandbRun:
+    """Stands in for ``wandb.Run``: records what ``config.update`` receives."""
+
+    def __init__(self) -> None:
+        self.config = self
+        self.updates: list[dict[str, object]] = []
+
+    def update(self, values: dict[str, object], allow_val_change: bool = False) -> None:
+        self.updates.append(values)
+
+
+def test_wandb_run_config_is_the_saved_config_yaml_dumped_once(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = ProjectCLI(args=FAST, run=False)
+    (callback,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, SaveConfigToLoggers)]
+    wandb_logger = WandbLogger.__new__(WandbLogger)  # no wandb.init: its run is the recorder
+    run = RecordingWandbRun()
+    wandb_logger._experiment = run
+    csv_logger = CSVLogger(cli.run_dir, name="", version="")
+    cli.trainer.loggers = [csv_logger, wandb_logger]
+    dumps = 0
+    dump = callback.parser.dump
+
+    def counting_dump(*args: object, **kwargs: object) -> str:
+        nonlocal dumps
+        dumps += 1
+        return dump(*args, **kwargs)
+
+    monkeypatch.setattr(callback.parser, "dump", counting_dump)
+    callback.setup(cli.trainer, cli.model, "fit")
+    saved = yaml.safe_load((cli.run_dir / "config.yaml").read_text())
+    assert run.updates == [{"config": saved}]
+    assert saved["model"]["class_path"] == "project.models.ImageClassifier"
+    assert dumps == 1  # config.yaml's; W&B got the file's contents, not a second dump
