@@ -31,8 +31,10 @@ import argparse
 import contextlib
 import datetime
 import io
+import itertools
 import json
 import logging
+import math
 import os
 import platform
 import random
@@ -48,7 +50,7 @@ from typing import Any
 import numpy as np
 import torch
 from jsonargparse import Namespace
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
 from torch import Tensor, nn
 from torch.nn import functional as F
 
@@ -186,12 +188,46 @@ def make_workload(name: str, num_samples: int) -> Workload:
 
 @dataclass
 class Result:
-    """One run: wall seconds of the whole fit (checkpoint writing included), of checkpoint writing
-    alone, and the final train loss (the last step's)."""
+    """One run, in seconds of the chosen clock.
+
+    ``seconds``: the whole fit (set-up, sanity check, every epoch, teardown; checkpoint writing
+    included). ``checkpoint_seconds``: checkpoint writing alone, over the whole fit. ``final_loss``:
+    the last step's train loss. ``epoch_seconds``: each epoch after the first (training and
+    validation, from one epoch's start to the next's, the last one to the end of training), minus the
+    checkpoint writing that began in it; empty for a one-epoch run.
+    """
 
     seconds: float
     checkpoint_seconds: float
     final_loss: float
+    epoch_seconds: list[float] = field(default_factory=list)
+
+
+def later_epochs(epoch_starts: list[float], end: float, saves: list[tuple[float, float]]) -> list[float]:
+    """Durations of the epochs after the first: epoch ``k`` runs from ``epoch_starts[k]`` to
+    ``epoch_starts[k + 1]`` (the last to ``end``), minus the checkpoint writing that began in it
+    (``saves``: ``(begin, seconds)`` pairs)."""
+    bounds = [*epoch_starts[1:], end]
+    return [
+        stop - begin - sum(seconds for at, seconds in saves if begin <= at < stop)
+        for begin, stop in itertools.pairwise(bounds)
+    ]
+
+
+class EpochClock(Callback):
+    """Record the clock at every training epoch's start and at the end of training (for
+    :func:`later_epochs`). The bare Trainer and the template both get one, so it costs both the
+    same."""
+
+    def __init__(self) -> None:
+        self.epoch_starts: list[float] = []
+        self.end = math.nan
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.epoch_starts.append(_clock())
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.end = _clock()
 
 
 def _reseed(seed: int) -> None:
@@ -233,7 +269,9 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
     step = 0
     loss = torch.zeros(())
     logged: list[float] = []
+    epoch_starts: list[float] = []
     for epoch in range(epochs):
+        epoch_starts.append(_clock())
         _reseed(epoch_seed(seed, epoch))  # what ExactResume does at every epoch start
         model.train()
         for inputs, target in train_loader:
@@ -264,7 +302,8 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
         logged.append(correct.item() / count)
     final_loss = loss.item()
     _sync(device)
-    return Result(_clock() - start, 0.0, final_loss)
+    end = _clock()
+    return Result(end - start, 0.0, final_loss, later_epochs(epoch_starts, end, []))
 
 
 class BareClassifier(LightningModule):
@@ -329,7 +368,7 @@ def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Re
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[],
+        callbacks=[clock := EpochClock()],
         gradient_clip_val=CLIP_NORM,
         gradient_clip_algorithm="norm",
     )
@@ -337,7 +376,7 @@ def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Re
     start = _clock()
     trainer.fit(model, datamodule=data)
     seconds = _clock() - start
-    return Result(seconds, 0.0, float(model.last_loss))
+    return Result(seconds, 0.0, float(model.last_loss), later_epochs(clock.epoch_starts, clock.end, []))
 
 
 def _template_cli(
@@ -381,14 +420,15 @@ def run_template(
 ) -> Result:
     """(b) The template's fit path with its defaults; ``extra`` switches things off."""
     cli = _template_cli(workload, epochs, seed, accelerator, logs_dir, extra)
-    checkpoint_seconds = 0.0
+    saves: list[tuple[float, float]] = []
     save_checkpoint = cli.trainer.save_checkpoint
+    clock = EpochClock()
+    cli.trainer.callbacks.append(clock)  # type: ignore[attr-defined]
 
     def timed_save(*args: Any, **kwargs: Any) -> None:
-        nonlocal checkpoint_seconds
         begin = _clock()
         save_checkpoint(*args, **kwargs)
-        checkpoint_seconds += _clock() - begin
+        saves.append((begin, _clock() - begin))
 
     cli.trainer.save_checkpoint = timed_save  # type: ignore[method-assign]
     # The last step's loss (the template logs train/loss only every log_every_n_steps steps).
@@ -401,13 +441,14 @@ def run_template(
         last_loss = output.detach()
         return output
 
-    cli.model.training_step = capture_loss  # type: ignore[method-assign]
+    cli.model.training_step = capture_loss
     _sync(cli.model.device)
     start = _clock()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     seconds = _clock() - start
-    return Result(seconds, checkpoint_seconds, float(last_loss))
+    epoch_seconds = later_epochs(clock.epoch_starts, clock.end, saves)
+    return Result(seconds, sum(seconds for _, seconds in saves), float(last_loss), epoch_seconds)
 
 
 def check_losses(results: dict[str, list[Result]], names: list[str]) -> None:
@@ -495,13 +536,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logs.cleanup()
     check_losses(results, ["plain", "template", "bare"])
 
-    def per_epoch(name: str, with_checkpoints: bool = False) -> float:
-        return statistics.median(
-            (r.seconds - (0.0 if with_checkpoints else r.checkpoint_seconds)) / epochs for r in results[name]
-        )
+    def median(name: str, value: Callable[[Result], float]) -> float:
+        return statistics.median(value(result) for result in results[name])
 
-    medians = {name: per_epoch(name) for name in names}
-    plain, bare, ours = medians["plain"], medians["bare"], medians["template"]
+    def epoch_median(name: str) -> float:  # pooled over every later epoch of every repetition
+        pooled = [seconds for result in results[name] for seconds in result.epoch_seconds]
+        return statistics.median(pooled) if pooled else median(name, lambda r: r.seconds / epochs)
+
+    steady = {name: epoch_median(name) for name in names}
+    whole = {name: median(name, lambda r: (r.seconds - r.checkpoint_seconds) / epochs) for name in names}
+    one_off = {name: epochs * (whole[name] - steady[name]) for name in names}
+    plain, bare, ours = steady["plain"], steady["bare"], steady["template"]
     summary: dict[str, Any] = {
         "workload": workload.name,
         "notes": workload.notes,
@@ -512,15 +557,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "clock": args.clock,
         "date": datetime.date.today().isoformat(),
         "load_average": os.getloadavg(),
-        "seconds_per_epoch": medians,
-        "checkpoint_seconds_per_epoch": statistics.median(
-            r.checkpoint_seconds / epochs for r in results["template"]
-        ),
-        "template_with_checkpoints": per_epoch("template", with_checkpoints=True),
+        "seconds_per_epoch": steady,
+        "whole_fit_seconds_per_epoch": whole,
+        "one_off_seconds": one_off,
+        "checkpoint_seconds_per_epoch": median("template", lambda r: r.checkpoint_seconds / epochs),
         "final_loss": {name: results[name][0].final_loss for name in ("plain", "template", "bare")},
         "ratio_template_plain": ours / plain,
         "ratio_template_bare": ours / bare,
         "ratio_bare_plain": bare / plain,
+        "whole_fit_ratio_template_plain": whole["template"] / whole["plain"],
+        "whole_fit_ratio_template_bare": whole["template"] / whole["bare"],
     }
     print(f"\n### Parity, {workload.name}: {workload.notes}")
     print(
@@ -528,31 +574,42 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{summary['threads']} threads, {summary['date']}, load average {summary['load_average'][0]:.1f}\n"
     )
     print(f"Clock: {'CPU seconds of the process' if args.clock == 'cpu' else 'wall seconds'}.\n")
-    print("| run | s/epoch | / plain (a) | / bare Lightning (c) | final train loss |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        "s/epoch: median duration of one epoch (training and validation) over every epoch after the "
+        "first of every repetition, checkpoint writing excluded. Whole fit: set-up, sanity check, every "
+        "epoch and teardown, checkpoint writing excluded, divided by the epochs (median over "
+        "repetitions). One-off: epochs x (whole fit - s/epoch), what a run costs once (set-up, the first "
+        "epoch's extra, teardown).\n"
+    )
+    print(
+        "| run | s/epoch | / plain (a) | / bare Lightning (c) | whole fit s/epoch | whole fit / (c) "
+        "| one-off s | final train loss |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         loss = results[name][0].final_loss
         print(
-            f"| {name} | {medians[name]:.4f} | {medians[name] / plain:.3f} | {medians[name] / bare:.3f} | "
-            f"{loss:.6f} |"
+            f"| {name} | {steady[name]:.4f} | {steady[name] / plain:.3f} | {steady[name] / bare:.3f} | "
+            f"{whole[name]:.4f} | {whole[name] / whole['bare']:.3f} | {one_off[name]:.3f} | {loss:.6f} |"
         )
-    with_checkpoints = summary["template_with_checkpoints"]
-    print(
-        f"| template incl. checkpoint writing | {with_checkpoints:.4f} | {with_checkpoints / plain:.3f} | "
-        f"{with_checkpoints / bare:.3f} | |"
-    )
     print(
         f"\nCheckpoint writing (best.ckpt + last.ckpt): {summary['checkpoint_seconds_per_epoch']:.4f} s/epoch"
     )
     if not args.no_ablation:
-        print("\n| switched off | saves (ms/epoch) | share of template time |")
-        print("|---|---:|---:|")
+        print("\n| switched off | saves per epoch (ms) | share of the epoch | saves once per fit (ms) |")
+        print("|---|---:|---:|---:|")
         for name in names[3:]:
-            saved = ours - medians[name]
-            print(f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | {100 * saved / ours:.1f}% |")
+            saved = ours - steady[name]
+            saved_once = one_off["template"] - one_off[name]
+            print(
+                f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | {100 * saved / ours:.1f}% | "
+                f"{1000 * saved_once:.0f} |"
+            )
     print(
-        f"\n(b)/(a) template/plain = {ours / plain:.3f}; (b)/(c) template/bare = {ours / bare:.3f}; "
-        f"(c)/(a) bare/plain = {bare / plain:.3f}"
+        f"\nPer epoch: (b)/(a) template/plain = {ours / plain:.3f}; (b)/(c) template/bare = "
+        f"{ours / bare:.3f}; (c)/(a) bare/plain = {bare / plain:.3f}. Whole fit: (b)/(a) = "
+        f"{summary['whole_fit_ratio_template_plain']:.3f}; "
+        f"(b)/(c) = {summary['whole_fit_ratio_template_bare']:.3f}"
     )
     if args.json is not None:
         args.json.write_text(json.dumps(summary, indent=2))
