@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torchvision.datasets.cifar
@@ -55,10 +56,10 @@ def datamodules(root: Path, num_train: int) -> dict[str, Callable[..., BaseDataM
     # The written CIFAR files cannot match the real archive's md5 sums: check that they exist only
     # (what tests/test_data.py does). Workers inherit the patch (fork) or never call it (spawn: the
     # dataset object is already built).
-    torchvision.datasets.cifar.check_integrity = lambda path, md5=None: os.path.isfile(path)  # type: ignore[assignment]
+    torchvision.datasets.cifar.check_integrity = lambda path, md5=None: os.path.isfile(path)
     per_batch = -(-(num_train + VAL_SIZE) // 5)
     write_cifar10(root, n_per_batch=per_batch, n_test=10)
-    common = {"data_dir": str(root), "val_size": VAL_SIZE, "batch_size": 128}
+    common: dict[str, Any] = {"data_dir": str(root), "val_size": VAL_SIZE, "batch_size": 128}
     return {
         "DigitsDataModule (batch 64)": lambda **kw: DigitsDataModule(batch_size=64, **kw),
         "SyntheticDataModule [3,32,32] (batch 128)": lambda **kw: SyntheticDataModule(

@@ -19,15 +19,17 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 
 from project.data import DiabetesDataModule
+from project.data.base import TensorDataset
 
 
 def evaluate(split_seed: int) -> dict[str, float]:
     """Fit ``LinearRegression`` on the train split of ``split_seed``; return its test R2, MAE, RMSE."""
     data = DiabetesDataModule(split_seed=split_seed, standardize_target=False)
     data.setup("fit")
-    assert data.train_set is not None and data.test_set is not None
-    x_train, y_train = data.train_set.inputs.numpy(), data.train_set.targets.numpy()
-    x_test, y_test = data.test_set.inputs.numpy(), data.test_set.targets.numpy()
+    train_set, test_set = data.train_set, data.test_set
+    assert isinstance(train_set, TensorDataset) and isinstance(test_set, TensorDataset)
+    x_train, y_train = train_set.inputs.numpy(), train_set.targets.numpy()
+    x_test, y_test = test_set.inputs.numpy(), test_set.targets.numpy()
     pred = LinearRegression().fit(x_train, y_train).predict(x_test)
     return {
         "r2": float(r2_score(y_test, pred)),

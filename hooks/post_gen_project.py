@@ -152,7 +152,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^requires-python = ".*"$', f'requires-python = ">={major}.{minor}"'),
         (r'^project = "project\.cli:main"$', f'{package} = "{package}.cli:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
-        (r'^files = \["project", "hooks"\]$', f'files = ["{package}"]'),
+        (r'^files = \["project", "hooks", "benchmarks"\]$', f'files = ["{package}", "benchmarks"]'),
         (r'^    "cookiecutter>=[\d.]+",\n', ""),  # (template-only tools)
         (r'^    "cruft>=[\d.]+",\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),

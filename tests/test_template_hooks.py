@@ -146,7 +146,7 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert project["scripts"] == {"acme_vision": "acme_vision.cli:main"}
     assert not any(r.startswith(("cookiecutter", "cruft")) for r in project["optional-dependencies"]["dev"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
-    assert config["tool"]["mypy"]["files"] == ["acme_vision"]
+    assert config["tool"]["mypy"]["files"] == ["acme_vision", "benchmarks"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
     assert config["tool"]["ruff"]["target-version"] == "py311"
     unlicensed = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "license": "none"}))
