@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -331,6 +332,10 @@ class ProjectCLI(LightningCLI):
         self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
         config.trainer.default_root_dir = str(self.run_dir)
         config.trainer.logger = _set_logger_dirs(_with_csv_logger(config.trainer.logger), self.run_dir)
+        # The CSV logger warns that "previous log files will be deleted" in any non-empty folder; this
+        # one is new (config.yaml, wandb/ are ours) and holds no earlier metrics.csv.
+        not_empty = f"Experiment logs directory {re.escape(str(self.run_dir))}/? exists and is not empty"
+        warnings.filterwarnings("ignore", not_empty)
         if config.checkpoint.dirpath is None:
             config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
 
