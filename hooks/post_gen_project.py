@@ -114,6 +114,13 @@ def rename_references(text: str, package: str) -> str:
     return re.sub(r"(?<![\w.\-/])project/", f"{package}/", text)
 
 
+def rename_wandb_project(text: str, package: str) -> str:
+    """Name the W&B project after the package in ``configs/logger/wandb.yaml`` (as the built-in
+    default logger does with ``project=__package__``)."""
+    where = "configs/logger/wandb.yaml"
+    return _sub_once(text, r"^      project: project$", f"      project: {package}", where)
+
+
 def _sub_once(text: str, pattern: str, replacement: str, where: str) -> str:
     """Replace the single match of ``pattern`` (multiline) by ``replacement`` taken literally.
 
@@ -408,6 +415,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
     edit("README.md", rewrite_readme, answers)
     edit(f"{package}/cli.py", set_default_logger, answers["logger"])
     edit(f"{package}/__init__.py", rewrite_package_docstring, answers["description"])
+    edit("configs/logger/wandb.yaml", rename_wandb_project, package)
     workflow = root / ".github" / "workflows" / "ci.yml"
     if _truthy(answers["github_actions"]):
         edit(".github/workflows/ci.yml", rewrite_ci, str(answers["python_version"]))

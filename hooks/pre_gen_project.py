@@ -44,6 +44,7 @@ DEPENDENCY_IMPORT_NAMES = frozenset(
         "xdist",
         "ruff",
         "mypy",
+        "pre_commit",
         "cookiecutter",
         "cruft",
         "onnx",

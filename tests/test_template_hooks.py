@@ -153,6 +153,12 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert "license" not in unlicensed["project"]
 
 
+def test_wandb_preset_names_the_project_after_the_package() -> None:
+    text = (REPO_ROOT / "configs" / "logger" / "wandb.yaml").read_text()
+    config = yaml.safe_load(post_gen.rename_wandb_project(text, "acme_vision"))
+    assert config["trainer"]["logger"]["init_args"]["project"] == "acme_vision"
+
+
 def test_a_rule_that_no_longer_matches_is_an_error() -> None:
     text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.cli:main"', "")
     with pytest.raises(post_gen.TemplateDriftError, match="cli:main"):
