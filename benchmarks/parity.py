@@ -539,14 +539,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def median(name: str, value: Callable[[Result], float]) -> float:
         return statistics.median(value(result) for result in results[name])
 
-    def epoch_median(name: str) -> float:  # pooled over every later epoch of every repetition
-        pooled = [seconds for result in results[name] for seconds in result.epoch_seconds]
-        return statistics.median(pooled) if pooled else median(name, lambda r: r.seconds / epochs)
+    def epoch_of(result: Result) -> float:  # one run's typical epoch
+        if result.epoch_seconds:
+            return statistics.median(result.epoch_seconds)
+        return (result.seconds - result.checkpoint_seconds) / epochs
 
-    steady = {name: epoch_median(name) for name in names}
-    whole = {name: median(name, lambda r: (r.seconds - r.checkpoint_seconds) / epochs) for name in names}
+    def whole_of(result: Result) -> float:
+        return (result.seconds - result.checkpoint_seconds) / epochs
+
+    def paired(name: str, reference: str, value: Callable[[Result], float] = epoch_of) -> float:
+        """Median over repetitions of name / reference, both taken in the same repetition (seconds
+        apart), so the machine's slower and faster minutes cancel out of the ratio."""
+        return statistics.median(
+            value(a) / value(b) for a, b in zip(results[name], results[reference], strict=True)
+        )
+
+    def pooled(name: str) -> float:  # every later epoch of every repetition
+        epochs_seen = [seconds for result in results[name] for seconds in result.epoch_seconds]
+        return statistics.median(epochs_seen) if epochs_seen else median(name, whole_of)
+
+    steady = {name: pooled(name) for name in names}
+    whole = {name: median(name, whole_of) for name in names}
     one_off = {name: epochs * (whole[name] - steady[name]) for name in names}
-    plain, bare, ours = steady["plain"], steady["bare"], steady["template"]
+    ratio_plain = {name: paired(name, "plain") for name in names}
+    ratio_bare = {name: paired(name, "bare") for name in names}
+    whole_ratio_bare = {name: paired(name, "bare", whole_of) for name in names}
     summary: dict[str, Any] = {
         "workload": workload.name,
         "notes": workload.notes,
@@ -562,23 +579,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "one_off_seconds": one_off,
         "checkpoint_seconds_per_epoch": median("template", lambda r: r.checkpoint_seconds / epochs),
         "final_loss": {name: results[name][0].final_loss for name in ("plain", "template", "bare")},
-        "ratio_template_plain": ours / plain,
-        "ratio_template_bare": ours / bare,
-        "ratio_bare_plain": bare / plain,
-        "whole_fit_ratio_template_plain": whole["template"] / whole["plain"],
-        "whole_fit_ratio_template_bare": whole["template"] / whole["bare"],
+        "ratio_template_plain": ratio_plain["template"],
+        "ratio_template_bare": ratio_bare["template"],
+        "ratio_bare_plain": ratio_plain["bare"],
+        "whole_fit_ratio_template_plain": paired("template", "plain", whole_of),
+        "whole_fit_ratio_template_bare": whole_ratio_bare["template"],
     }
     print(f"\n### Parity, {workload.name}: {workload.notes}")
     print(
-        f"{epochs} epochs, median of {args.repeats} alternating runs, {summary['device']}, "
+        f"{epochs} epochs, {args.repeats} alternating repetitions, {summary['device']}, "
         f"{summary['threads']} threads, {summary['date']}, load average {summary['load_average'][0]:.1f}\n"
     )
     print(f"Clock: {'CPU seconds of the process' if args.clock == 'cpu' else 'wall seconds'}.\n")
     print(
         "s/epoch: median duration of one epoch (training and validation) over every epoch after the "
-        "first of every repetition, checkpoint writing excluded. Whole fit: set-up, sanity check, every "
-        "epoch and teardown, checkpoint writing excluded, divided by the epochs (median over "
-        "repetitions). One-off: epochs x (whole fit - s/epoch), what a run costs once (set-up, the first "
+        "first of every repetition, checkpoint writing excluded. Ratios: the median over repetitions "
+        "of the ratio of two runs of the same repetition (each run: the median of its epochs). Whole "
+        "fit: set-up, sanity check, every epoch and teardown, checkpoint writing excluded, divided by "
+        "the epochs. One-off: epochs x (whole fit - s/epoch), what a run costs once (set-up, the first "
         "epoch's extra, teardown).\n"
     )
     print(
@@ -589,8 +607,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for name in names:
         loss = results[name][0].final_loss
         print(
-            f"| {name} | {steady[name]:.4f} | {steady[name] / plain:.3f} | {steady[name] / bare:.3f} | "
-            f"{whole[name]:.4f} | {whole[name] / whole['bare']:.3f} | {one_off[name]:.3f} | {loss:.6f} |"
+            f"| {name} | {steady[name]:.4f} | {ratio_plain[name]:.3f} | {ratio_bare[name]:.3f} | "
+            f"{whole[name]:.4f} | {whole_ratio_bare[name]:.3f} | {one_off[name]:.3f} | {loss:.6f} |"
         )
     print(
         f"\nCheckpoint writing (best.ckpt + last.ckpt): {summary['checkpoint_seconds_per_epoch']:.4f} s/epoch"
@@ -599,15 +617,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print("\n| switched off | saves per epoch (ms) | share of the epoch | saves once per fit (ms) |")
         print("|---|---:|---:|---:|")
         for name in names[3:]:
-            saved = ours - steady[name]
+            saved = statistics.median(  # paired, as the ratios
+                epoch_of(a) - epoch_of(b) for a, b in zip(results["template"], results[name], strict=True)
+            )
             saved_once = one_off["template"] - one_off[name]
             print(
-                f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | {100 * saved / ours:.1f}% | "
-                f"{1000 * saved_once:.0f} |"
+                f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | "
+                f"{100 * saved / steady['template']:.1f}% | {1000 * saved_once:.0f} |"
             )
     print(
-        f"\nPer epoch: (b)/(a) template/plain = {ours / plain:.3f}; (b)/(c) template/bare = "
-        f"{ours / bare:.3f}; (c)/(a) bare/plain = {bare / plain:.3f}. Whole fit: (b)/(a) = "
+        f"\nPer epoch: (b)/(a) template/plain = {summary['ratio_template_plain']:.3f}; (b)/(c) "
+        f"template/bare = {summary['ratio_template_bare']:.3f}; (c)/(a) bare/plain = "
+        f"{summary['ratio_bare_plain']:.3f}. Whole fit: (b)/(a) = "
         f"{summary['whole_fit_ratio_template_plain']:.3f}; "
         f"(b)/(c) = {summary['whole_fit_ratio_template_bare']:.3f}"
     )
