@@ -192,6 +192,23 @@ def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Call
     return extra
 
 
+class ProjectArgumentParser(LightningArgumentParser):
+    """``LightningArgumentParser`` whose errors stay short.
+
+    On a bad argument or config value jsonargparse prints the parser's usage before the ``error:``
+    line; for this CLI that usage lists every option, hundreds of lines that bury the error. This
+    parser's usage is one line, ``usage: python -m project fit [options]`` (with the subcommands at
+    the top level); ``--help`` is unchanged.
+    """
+
+    def format_usage(self) -> str:
+        """One line: the program, its subcommands if it has any, and ``[options]``."""
+        subcommands = getattr(self, "_subcommands_action", None)
+        choices = f" {{{','.join(subcommands.choices)}}}" if subcommands is not None else ""
+        prog = self.prog.replace(" [options]", "")  # a subcommand's prog holds its parent's "[options]"
+        return f"usage: {prog}{choices} [options]\n"
+
+
 class ProjectCLI(LightningCLI):
     """LightningCLI with this project's defaults, run folders and checkpoint shortcuts.
 
@@ -227,6 +244,7 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault("save_config_kwargs", {"overwrite": False})
         kwargs.setdefault("save_config_callback", SaveConfigToLoggers)
         kwargs.setdefault("parser_kwargs", {"prog": f"python -m {__package__}", "epilog": EPILOG})
+        kwargs.setdefault("parser_class", ProjectArgumentParser)
         super().__init__(args=args, run=run, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

@@ -93,6 +93,18 @@ def test_fixed_run_name_refuses_to_reuse_a_folder(run_cli: RunCLI) -> None:
         run_cli("fit", "--run_name=baseline")
 
 
+def test_a_bad_value_gets_a_short_usage_line_and_the_error(tmp_path: Path) -> None:
+    result = run_module(["fit", "--trainer.max_epochs=abc"], cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == "usage: python -m project fit [options]"
+    assert any(line.startswith("error:") for line in lines) and "abc" in result.stderr
+    assert len(lines) < 30, result.stderr  # not the full option list
+    result = run_module(["fitt"], cwd=tmp_path, check=False)
+    assert result.returncode == 2
+    assert result.stderr.startswith("usage: python -m project {fit,validate,test,predict} [options]")
+
+
 def test_missing_checkpoint_file_is_a_usage_error(tmp_path: Path) -> None:
     result = run_module(["test", "--ckpt_path", "nope.ckpt"], cwd=tmp_path, check=False)
     assert result.returncode == 2
