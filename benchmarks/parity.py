@@ -547,12 +547,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     def whole_of(result: Result) -> float:
         return (result.seconds - result.checkpoint_seconds) / epochs
 
+    def paired_ratios(name: str, reference: str, value: Callable[[Result], float] = epoch_of) -> list[float]:
+        """name / reference per repetition, both runs from the same repetition (seconds apart), so the
+        machine's slower and faster minutes cancel out of the ratio."""
+        return [value(a) / value(b) for a, b in zip(results[name], results[reference], strict=True)]
+
     def paired(name: str, reference: str, value: Callable[[Result], float] = epoch_of) -> float:
-        """Median over repetitions of name / reference, both taken in the same repetition (seconds
-        apart), so the machine's slower and faster minutes cancel out of the ratio."""
-        return statistics.median(
-            value(a) / value(b) for a, b in zip(results[name], results[reference], strict=True)
-        )
+        return statistics.median(paired_ratios(name, reference, value))
+
+    def spread(name: str, reference: str) -> str:
+        """The quartiles of the per-repetition ratios (how far one repetition can be trusted)."""
+        ratios = paired_ratios(name, reference)
+        if len(ratios) < 2:
+            return "one repetition"
+        low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
+        return f"quartiles {low:.3f}-{high:.3f}"
 
     def pooled(name: str) -> float:  # every later epoch of every repetition
         epochs_seen = [seconds for result in results[name] for seconds in result.epoch_seconds]
@@ -626,9 +635,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{100 * saved / steady['template']:.1f}% | {1000 * saved_once:.0f} |"
             )
     print(
-        f"\nPer epoch: (b)/(a) template/plain = {summary['ratio_template_plain']:.3f}; (b)/(c) "
-        f"template/bare = {summary['ratio_template_bare']:.3f}; (c)/(a) bare/plain = "
-        f"{summary['ratio_bare_plain']:.3f}. Whole fit: (b)/(a) = "
+        f"\nPer epoch: (b)/(a) template/plain = {summary['ratio_template_plain']:.3f} "
+        f"({spread('template', 'plain')}); (b)/(c) template/bare = {summary['ratio_template_bare']:.3f} "
+        f"({spread('template', 'bare')}); (c)/(a) bare/plain = {summary['ratio_bare_plain']:.3f} "
+        f"({spread('bare', 'plain')}). Whole fit: (b)/(a) = "
         f"{summary['whole_fit_ratio_template_plain']:.3f}; "
         f"(b)/(c) = {summary['whole_fit_ratio_template_bare']:.3f}"
     )
