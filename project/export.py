@@ -3,8 +3,9 @@ eager PyTorch.
 
 Formats:
     ``onnx``: ``model.onnx`` through torch's dynamo ONNX exporter (``LightningModule.to_onnx``), input
-        ``images`` and output ``logits`` with a dynamic batch axis; checked with onnxruntime at two batch
-        sizes (the real batch and its first sample). Needs the ``export`` extra
+        ``images`` and output ``logits`` with a dynamic batch axis, weights inside the file (in
+        ``model.onnx.data`` next to it from 1.5 GiB of weights: ONNX files stop at 2 GB); checked with
+        onnxruntime at two batch sizes (the real batch and its first sample). Needs the ``export`` extra
         (``pip install -e ".[export]"``: onnx, onnxruntime, onnxscript).
     ``torch_export``: ``model.pt2``, a ``torch.export.ExportedProgram`` with a dynamic batch axis
         (load with ``torch.export.load(path).module()``).
@@ -111,6 +112,7 @@ def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
                 input_names=["images"],
                 output_names=["logits"],
                 dynamic_shapes=_dynamic_batch(),
+                external_data=_state_bytes(model) >= ONNX_EXTERNAL_DATA_BYTES,
                 verbose=False,
             )
         elif fmt == "torch_export":
@@ -120,6 +122,18 @@ def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
             model.to_torchscript(path, method="trace", example_inputs=example)
         else:
             raise ValueError(f"format={fmt!r}: expected one of {sorted(FILENAMES)}")
+
+
+#: Models whose parameters and buffers reach this size (bytes) keep their ONNX weights in a separate
+#: ``model.onnx.data`` next to ``model.onnx``: one ONNX (protobuf) file cannot exceed 2 GB. Smaller
+#: models get a single self-contained ``model.onnx``.
+ONNX_EXTERNAL_DATA_BYTES = 3 << 29  # 1.5 GiB
+
+
+def _state_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the model's parameters and buffers."""
+    tensors = [*model.parameters(), *model.buffers()]
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
 def run_exported(path: Path, fmt: str, inputs: Tensor) -> Tensor:

@@ -34,6 +34,7 @@ def test_export_writes_a_model_that_matches_eager(
     match = re.search(r"batch 64: ([0-9.e+-]+), batch 1: ([0-9.e+-]+)\) <= tolerance 0.0001", out)
     assert match, out
     assert all(float(value) <= 1e-4 for value in match.groups())
+    assert sorted(path.name for path in tmp_path.iterdir()) == [output.name]  # one self-contained file
     # Reload independently: the file must hold a model that classifies a real batch like the checkpoint.
     datamodule = load_datamodule(trained_run / "config.yaml")
     datamodule.setup("test")
