@@ -379,6 +379,65 @@ def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Re
     return Result(seconds, 0.0, float(model.last_loss), later_epochs(clock.epoch_starts, clock.end, []))
 
 
+class Breakdown(Callback):
+    """Clock time spent inside each part of the template during the epochs after the first.
+
+    Wraps, on one template run: every ``on_*`` hook that a callback overrides (one row per callback
+    class), the model's ``log`` (every ``self.log``/``log_dict`` call, whoever makes it), its
+    ``update_metrics`` and ``log_epoch_metrics``, and each logger's ``log_metrics``/``save``. Rows
+    overlap where one part calls another (a callback's row includes the ``self.log`` calls it makes).
+    Unlike the switched-off runs, this does not depend on two noisy runs agreeing to a few ms.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.active = False
+        self.epochs = 0
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Replace ``owner.name`` by a wrapper that adds its time to ``label`` while active."""
+        function = getattr(owner, name)
+        self.seconds.setdefault(label, 0.0)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.active:
+                return function(*args, **kwargs)
+            begin = _clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.seconds[label] += _clock() - begin
+
+        object.__setattr__(owner, name, timed)  # (nn.Module.__setattr__ would also accept it)
+
+    def attach(self, cli: ProjectCLI) -> None:
+        """Wrap the parts of ``cli``'s trainer, model and loggers (see the class docstring)."""
+        trainer, model = cli.trainer, cli.model
+        for callback in list(trainer.callbacks):  # type: ignore[attr-defined]
+            if isinstance(callback, (Breakdown, EpochClock)):
+                continue
+            label = f"callback {type(callback).__name__}"
+            for name in dir(type(callback)):
+                overridden = getattr(type(callback), name) is not getattr(Callback, name, None)
+                if name.startswith("on_") and overridden:
+                    self.wrap(callback, name, label)
+        self.wrap(model, "log", "self.log calls (all, whoever makes them)")
+        self.wrap(model, "update_metrics", "metric updates (held batches)")
+        self.wrap(model, "log_epoch_metrics", "epoch metrics: compute and log")
+        for logger in trainer.loggers:
+            for name in ("log_metrics", "save"):
+                self.wrap(logger, name, f"logger {type(logger).__name__}: log_metrics and save")
+        trainer.callbacks.append(self)  # type: ignore[attr-defined]
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.current_epoch >= 1:
+            self.active = True
+            self.epochs += 1
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.active = False
+
+
 def _template_cli(
     workload: Workload, epochs: int, seed: int, accelerator: str, logs_dir: str, extra: list[str]
 ) -> ProjectCLI:
@@ -416,19 +475,32 @@ def discover_groups(config: Namespace) -> list[str]:
 
 
 def run_template(
-    workload: Workload, epochs: int, seed: int, accelerator: str, logs_dir: str, extra: list[str]
+    workload: Workload,
+    epochs: int,
+    seed: int,
+    accelerator: str,
+    logs_dir: str,
+    extra: list[str],
+    breakdown: Breakdown | None = None,
 ) -> Result:
-    """(b) The template's fit path with its defaults; ``extra`` switches things off."""
+    """(b) The template's fit path with its defaults; ``extra`` switches things off; with a
+    ``breakdown``, the time of each part is recorded in it."""
     cli = _template_cli(workload, epochs, seed, accelerator, logs_dir, extra)
     saves: list[tuple[float, float]] = []
     save_checkpoint = cli.trainer.save_checkpoint
     clock = EpochClock()
     cli.trainer.callbacks.append(clock)  # type: ignore[attr-defined]
+    if breakdown is not None:
+        breakdown.attach(cli)
 
     def timed_save(*args: Any, **kwargs: Any) -> None:
         begin = _clock()
         save_checkpoint(*args, **kwargs)
         saves.append((begin, _clock() - begin))
+        if breakdown is not None and breakdown.active:  # writing is reported on its own line
+            breakdown.seconds["checkpoint writing"] = (
+                breakdown.seconds.get("checkpoint writing", 0.0) + (saves[-1][1])
+            )
 
     cli.trainer.save_checkpoint = timed_save  # type: ignore[method-assign]
     # The last step's loss (the template logs train/loss only every log_every_n_steps steps).
@@ -480,6 +552,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--no-ablation", action="store_true", help="skip the one-switch-off runs")
+    parser.add_argument(
+        "--no-breakdown",
+        action="store_true",
+        help="skip the timed-parts runs of the template (see Breakdown)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="skip the unrecorded warm-up runs")
     parser.add_argument(
         "--clock",
@@ -533,6 +610,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(
                 f"  repeat {repeat}: {name:28s} {results[name][-1].seconds / epochs:.3f} s/epoch", flush=True
             )
+    breakdowns: list[Breakdown] = []
+    if not args.no_breakdown and epochs > 1:
+        for _ in range(args.repeats):
+            breakdowns.append(Breakdown())
+            run_template(workload, epochs, args.seed, accelerator, logs.name, [], breakdowns[-1])
     logs.cleanup()
     check_losses(results, ["plain", "template", "bare"])
 
@@ -634,6 +716,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"| {name.removeprefix('template -')} | {1000 * saved:.1f} | "
                 f"{100 * saved / steady['template']:.1f}% | {1000 * saved_once:.0f} |"
             )
+    if breakdowns:
+        parts = {
+            label: statistics.median(b.seconds.get(label, 0.0) / b.epochs for b in breakdowns)
+            for label in breakdowns[0].seconds
+        }
+        writing = parts.pop("checkpoint writing", 0.0)
+        if "callback ModelCheckpoint" in parts:
+            parts["callback ModelCheckpoint (writing excluded)"] = (
+                parts.pop("callback ModelCheckpoint") - writing
+            )
+        summary["breakdown_seconds_per_epoch"] = parts
+        print(
+            f"\nWhere the template's time goes (epochs after the first, median of {len(breakdowns)} "
+            "timed runs; rows overlap where one part calls another, e.g. a callback's row includes "
+            "the self.log calls it makes):\n"
+        )
+        print("| part | ms/epoch | share of the template's epoch |")
+        print("|---|---:|---:|")
+        for label, seconds in sorted(parts.items(), key=lambda item: -item[1]):
+            print(f"| {label} | {1000 * seconds:.2f} | {100 * seconds / steady['template']:.1f}% |")
     print(
         f"\nPer epoch: (b)/(a) template/plain = {summary['ratio_template_plain']:.3f} "
         f"({spread('template', 'plain')}); (b)/(c) template/bare = {summary['ratio_template_bare']:.3f} "

@@ -39,6 +39,19 @@ def test_parity_tiny_run_gives_equal_losses(parity: ModuleType, workdir: Path) -
     assert summary["checkpoint_seconds_per_epoch"] > 0  # checkpoint writing was timed on its own
 
 
+def test_parity_breakdown_times_each_callback_and_the_logging(parity: ModuleType, workdir: Path) -> None:
+    summary = parity.main(
+        ["--workload", "digits", "--epochs", "2", "--repeats", "1", "--no-ablation", "--no-warmup"]
+    )
+    parts = summary["breakdown_seconds_per_epoch"]
+    ours = ("WarmupCosineSchedule", "MemoryMonitor", "HealthCheck", "TrainingMonitor", "ExactResume")
+    for callback in ours:
+        assert f"callback {callback}" in parts, sorted(parts)
+    assert parts["self.log calls (all, whoever makes them)"] > 0  # the wrappers really ran
+    assert parts["metric updates (held batches)"] > 0
+    assert summary["seconds_per_epoch"]["template"] > parts["self.log calls (all, whoever makes them)"]
+
+
 def test_parity_loss_check_fails_loudly(parity: ModuleType) -> None:
     same = parity.Result(1.0, 0.0, 0.5)
     other = parity.Result(1.0, 0.0, 0.5001)
