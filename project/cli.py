@@ -197,14 +197,14 @@ class ProjectArgumentParser(LightningArgumentParser):
 
     On a bad argument or config value jsonargparse prints the parser's usage before the ``error:``
     line; for this CLI that usage lists every option, hundreds of lines that bury the error. This
-    parser's usage is one line, ``usage: python -m project fit [options]`` (with the subcommands at
-    the top level); ``--help`` is unchanged.
+    parser's usage is one line, e.g. ``usage: python -m project fit [options]`` (with the
+    subcommands at the top level); ``--help`` is unchanged.
     """
 
     def format_usage(self) -> str:
         """One line: the program, its subcommands if it has any, and ``[options]``."""
         subcommands = getattr(self, "_subcommands_action", None)
-        choices = f" {{{','.join(subcommands.choices)}}}" if subcommands is not None else ""
+        choices = " {" + ",".join(subcommands.choices) + "}" if subcommands is not None else ""
         prog = self.prog.replace(" [options]", "")  # a subcommand's prog holds its parent's "[options]"
         return f"usage: {prog}{choices} [options]\n"
 

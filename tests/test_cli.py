@@ -102,7 +102,8 @@ def test_a_bad_value_gets_a_short_usage_line_and_the_error(tmp_path: Path) -> No
     assert len(lines) < 30, result.stderr  # not the full option list
     result = run_module(["fitt"], cwd=tmp_path, check=False)
     assert result.returncode == 2
-    assert result.stderr.startswith("usage: python -m project {fit,validate,test,predict} [options]")
+    subcommands = "{fit,validate,test,predict}"
+    assert result.stderr.startswith(f"usage: python -m project {subcommands} [options]")
 
 
 def test_missing_checkpoint_file_is_a_usage_error(tmp_path: Path) -> None:

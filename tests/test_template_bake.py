@@ -152,7 +152,7 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     assert pyproject["project"]["name"] == repo.name
     assert pyproject["project"]["scripts"] == {package: f"{package}.cli:main"}
     assert pyproject["project"]["requires-python"] == f">={answers['python_version']}"
-    assert pyproject["tool"]["mypy"]["files"] == [package]
+    assert pyproject["tool"]["mypy"]["files"] == [package, "benchmarks"]
     license_file = repo / "LICENSE"
     if answers["license"] == "none":
         assert not license_file.exists() and "license" not in pyproject["project"]
