@@ -27,7 +27,7 @@ from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, RichModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 # Imported so that every DataModule and LightningModule they export is a known subclass: short class
 # names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
@@ -44,7 +44,7 @@ from project.callbacks import (
     WarmupCosineSchedule,
 )
 from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
-from project.errors import CheckpointError, ProjectError
+from project.errors import CheckpointError, ConfigError, ProjectError
 from project.progress import stdout_is_terminal
 from project.runs import (
     CHECKPOINT_ALIASES,
@@ -192,6 +192,20 @@ def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Call
     return extra
 
 
+#: How jsonargparse's messages start when it wraps the error a constructor raised.
+_JSONARGPARSE_WRAPPERS = (
+    "Does not validate against any of the Union subtypes",
+    "Problem with given class_path",
+)
+
+
+def _root_cause(error: BaseException) -> str:
+    """The constructor's own error behind jsonargparse's wrapper messages, as ``Type: message``."""
+    while str(error).startswith(_JSONARGPARSE_WRAPPERS) and (error.__cause__ or error.__context__):
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return f"{type(error).__name__}: {error}"
+
+
 class ProjectArgumentParser(LightningArgumentParser):
     """``LightningArgumentParser`` whose errors stay short.
 
@@ -200,6 +214,12 @@ class ProjectArgumentParser(LightningArgumentParser):
     parser's usage is one line, e.g. ``usage: python -m project fit [options]`` (with the
     subcommands at the top level); ``--help`` is unchanged.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations: argparse would otherwise take --trainer.max_epoch=2 (a typo) as
+        # --trainer.max_epochs=2 without a word; a misspelt key must fail as unrecognized.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def format_usage(self) -> str:
         """One line: the program, its subcommands if it has any, and ``[options]``."""
@@ -358,16 +378,23 @@ class ProjectCLI(LightningCLI):
             config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
 
     def instantiate_classes(self) -> None:
-        """Build model, data and trainer; on a bad checkpoint remove the still-empty run folder."""
+        """Build model, data and trainer. When one of them rejects its arguments (a ``ValueError``,
+        ``TypeError`` or Lightning's ``MisconfigurationException``, e.g. ``--data.batch_size=-1`` or
+        ``--trainer.accelerator=gpu`` without a GPU), or the checkpoint does not fit, stop with a
+        :class:`~project.errors.ConfigError` that names the cause, and remove the still-empty run
+        folder."""
         try:
             super().instantiate_classes()
             if self.checkpoint is not None:
                 config = self.config[self.subcommand] if self.subcommand else self.config
                 check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
-        except ProjectError:
+        except (ProjectError, ValueError, TypeError, MisconfigurationException) as error:
             if getattr(self, "run_dir", None) is not None and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()
-            raise
+            if isinstance(error, ProjectError):
+                raise
+            cause = _root_cause(error)
+            raise ConfigError(f"the config was parsed, but building the run failed: {cause}") from error
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Build the trainer with the default progress bar and model summary added (see

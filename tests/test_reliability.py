@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, RunCLI, run_dirs, run_module
+from conftest import FAST, REPO_ROOT, RunCLI, run_dirs, run_module
 
 from project.callbacks import CHECKS, HealthCheck
 from project.checkpointing import AtomicCheckpointIO
@@ -89,6 +89,7 @@ def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_pa
     "args, named",
     [
         (["--trainer.max_epohcs=3"], "max_epohcs"),
+        (["--trainer.max_epoch=3"], "unrecognized arguments: --trainer.max_epoch=3"),  # no prefix match
         (["--config", str(REPO_ROOT / "tests" / "bad_key.yaml")], "max_epohcs"),
         (["--trainer.max_epochs=three"], "max_epochs"),
         (["--config", "no_such_config.yaml"], "no_such_config.yaml"),
@@ -103,6 +104,31 @@ def test_bad_config_exits_2_naming_the_key_or_file_without_a_run_folder(
     assert caught.value.code == 2
     assert named in capsys.readouterr().err
     assert not (workdir / "logs").exists()
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--data.batch_size=-1"], "batch_size=-1: must be at least 1"),
+        (["--data.val_fraction=1.5"], "val_fraction=1.5"),
+        (["--trainer.accelerator=gpu"], "No supported gpu backend found"),
+    ],
+)
+def test_a_value_its_class_rejects_is_a_config_error_without_a_run_folder(
+    run_cli: RunCLI, workdir: Path, args: list[str], named: str
+) -> None:
+    if "gpu" in args[0] and torch.cuda.is_available():
+        pytest.skip("a GPU is there, so the accelerator is fine")
+    with pytest.raises(ConfigError, match=named):
+        run_cli("fit", *args)
+    assert not (workdir / "logs").exists() or not run_dirs(workdir / "logs")
+
+
+def test_an_optimizer_argument_it_rejects_is_a_clean_error_with_exit_2(tmp_path: Path) -> None:
+    result = run_module(["fit", "--model.optimizer.init_args.lr=-1", *FAST], cwd=tmp_path, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "error: model.optimizer / model.lr_scheduler: Invalid learning rate: -1.0" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # ---------------------------------------------------------------------------------- bad checkpoints

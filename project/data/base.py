@@ -53,6 +53,14 @@ def channel_mean_std(images: Tensor) -> tuple[list[float], list[float]]:
     return mean.tolist(), std.tolist()
 
 
+def check_fractions(**fractions: float) -> None:
+    """Raise ``ValueError`` naming the arguments unless each fraction is > 0 and they sum to < 1
+    (what is left over is the training split)."""
+    if any(fraction <= 0 for fraction in fractions.values()) or sum(fractions.values()) >= 1:
+        given = ", ".join(f"{name}={fraction}" for name, fraction in fractions.items())
+        raise ValueError(f"{given}: each must be > 0 and together < 1 (the rest is the training split)")
+
+
 def seeded_split(num_samples: int, fractions: Sequence[float], seed: int) -> list[Tensor]:
     """Split ``range(num_samples)`` into ``len(fractions) + 1`` disjoint index tensors (int64).
 
@@ -60,8 +68,7 @@ def seeded_split(num_samples: int, fractions: Sequence[float], seed: int) -> lis
     gets the rest. The permutation comes from a private ``torch.Generator`` seeded with ``seed``, so
     the split never depends on (or disturbs) the global RNG.
     """
-    if any(f <= 0 for f in fractions) or sum(fractions) >= 1:
-        raise ValueError(f"fractions {list(fractions)} must be positive and sum to less than 1")
+    check_fractions(**{f"fractions[{index}]": fraction for index, fraction in enumerate(fractions)})
     permutation = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed))
     sizes = [round(f * num_samples) for f in fractions]
     parts, start = [], 0

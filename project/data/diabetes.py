@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from project.data.base import BaseDataModule, TensorDataset, seeded_split
+from project.data.base import BaseDataModule, TensorDataset, check_fractions, seeded_split
 
 
 def column_mean_std(features: Tensor) -> tuple[Tensor, Tensor]:
@@ -75,6 +75,7 @@ class DiabetesDataModule(BaseDataModule):
     ) -> None:
         super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
         self.save_hyperparameters()
+        check_fractions(val_fraction=val_fraction, test_fraction=test_fraction)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
         self.split_seed = split_seed

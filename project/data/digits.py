@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from project.data.base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
+from project.data.base import (
+    BaseDataModule,
+    TensorDataset,
+    channel_mean_std,
+    check_fractions,
+    seeded_split,
+)
 
 
 class DigitsDataModule(BaseDataModule):
@@ -46,6 +52,7 @@ class DigitsDataModule(BaseDataModule):
     ) -> None:
         super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
         self.save_hyperparameters()
+        check_fractions(val_fraction=val_fraction, test_fraction=test_fraction)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
         self.split_seed = split_seed

@@ -16,6 +16,8 @@ from lightning.pytorch.utilities.types import LRSchedulerConfigType, OptimizerLR
 from torch import Tensor
 from torchmetrics import MaxMetric, MeanMetric, MetricCollection, MinMetric
 
+from project.errors import ConfigError
+
 Stage = Literal["train", "val", "test"]
 
 
@@ -245,11 +247,21 @@ class BaseModule(LightningModule):
         self.log_epoch_metrics("test")
 
     def configure_optimizers(self) -> OptimizerLRScheduler:
-        """Build the optimizer (and optional LR scheduler) from the callables given in the config."""
-        optimizer = self.optimizer(self.parameters())
-        if self.lr_scheduler is None:
+        """Build the optimizer (and optional LR scheduler) from the callables given in the config.
+
+        Raises:
+            ConfigError: the optimizer or scheduler rejects its arguments (e.g. a negative ``lr``).
+        """
+        try:
+            optimizer = self.optimizer(self.parameters())
+            scheduler = None if self.lr_scheduler is None else self.lr_scheduler(optimizer)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(
+                f"model.optimizer / model.lr_scheduler: {error}. Fix the value in the config or on the "
+                "command line (e.g. --model.optimizer.init_args.lr=0.001)."
+            ) from error
+        if scheduler is None:
             return optimizer
-        scheduler = self.lr_scheduler(optimizer)
         config: LRSchedulerConfigType = {"scheduler": scheduler}
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             config["monitor"] = self.lr_scheduler_monitor
