@@ -519,6 +519,8 @@ def run_template(
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     seconds = _clock() - start
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli._finish_wandb()  # close the W&B run (untimed), so the next run and the clean-up start clean
     epoch_seconds = later_epochs(clock.epoch_starts, clock.end, saves)
     return Result(seconds, sum(seconds for _, seconds in saves), float(last_loss), epoch_seconds)
 
@@ -750,7 +752,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    # Quiet "GPU available: ..." from every Trainer (only as a script: main() may run inside tests).
+    # Quiet "GPU available: ..." from every Trainer and W&B's run summaries (only as a script: main()
+    # may run inside tests).
     for logger_name in ("lightning.pytorch", "lightning.fabric"):
         logging.getLogger(logger_name).setLevel(logging.WARNING)
+    os.environ.setdefault("WANDB_SILENT", "true")
     main()

@@ -447,7 +447,7 @@ def main(answers: Mapping[str, Any]) -> int:
     print(
         f"Created {root} (package {answers['package_name']}, logger {answers['logger']}, "
         f"license {answers['license']}). Next:\n"
-        f"  cd {root.name} && python -m venv .venv && .venv/bin/pip install -e '.[dev]'\n"
+        f"  cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'\n"
         f"  .venv/bin/python -m {answers['package_name']} fit"
     )
     return 0
