@@ -61,7 +61,6 @@ def run(extra: list[str], smoke: bool) -> tuple[ProjectCLI, Timer]:
     args = [
         "--data=project.data.SyntheticDataModule",
         "--model.backbone=project.models.TorchvisionResNet",
-        "--model.backbone.in_channels=3",
         f"--trainer.accelerator={accelerator}",
         "--trainer.devices=1",
         "--trainer.limit_val_batches=2",

@@ -89,7 +89,6 @@ def run(
         "--data=project.data.SyntheticDataModule",
         "--model.backbone=project.models.TorchvisionResNet",
         "--model.backbone.arch=resnet18",
-        "--model.backbone.in_channels=3",
         "--model.backbone.small_input=true",
         f"--trainer.accelerator={'cpu' if smoke else 'gpu'}",
         "--trainer.devices=1",

@@ -163,7 +163,6 @@ def make_workload(name: str, num_samples: int) -> Workload:
                 "--data=project.data.DigitsDataModule",
                 "--data.batch_size=64",
                 "--model.backbone=project.models.SimpleCNN",
-                "--model.backbone.in_channels=1",
                 "--model.backbone.dropout=0.0",
             ],
             notes="SimpleCNN (dropout 0), digits 1,168 train / 270 val images, batch 64",
@@ -178,7 +177,6 @@ def make_workload(name: str, num_samples: int) -> Workload:
                 f"--data.num_samples={num_samples}",
                 "--data.batch_size=128",
                 f"--model.backbone={_class_path(SmallResNet)}",
-                "--model.backbone.in_channels=3",  # else jsonargparse keeps SimpleCNN's default of 1
             ],
             notes=f"SmallResNet (ResNet-8, widths 16/32/64), synthetic [3, 32, 32], {num_samples} train / "
             f"{num_samples // 4} val images, batch 128",
@@ -383,8 +381,8 @@ class Breakdown(Callback):
     """Clock time spent inside each part of the template during the epochs after the first.
 
     Wraps, on one template run: every ``on_*`` hook that a callback overrides (one row per callback
-    class), the model's ``log`` (every ``self.log``/``log_dict`` call, whoever makes it), its
-    ``update_metrics`` and ``log_epoch_metrics``, and each logger's ``log_metrics``/``save``. Rows
+    class), the model's ``log`` (every ``self.log``/``log_dict`` call, whoever makes it), its metric
+    collections' ``update`` and ``compute``, and each logger's ``log_metrics``/``save``. Rows
     overlap where one part calls another (a callback's row includes the ``self.log`` calls it makes).
     Unlike the switched-off runs, this does not depend on two noisy runs agreeing to a few ms.
     """
@@ -422,8 +420,10 @@ class Breakdown(Callback):
                 if name.startswith("on_") and overridden:
                     self.wrap(callback, name, label)
         self.wrap(model, "log", "self.log calls (all, whoever makes them)")
-        self.wrap(model, "update_metrics", "metric updates (held batches)")
-        self.wrap(model, "log_epoch_metrics", "epoch metrics: compute and log")
+        for stage in ("train", "val"):
+            metrics = getattr(model, f"{stage}_metrics")
+            self.wrap(metrics, "update", "metric updates")
+            self.wrap(metrics, "compute", "epoch metrics: compute")
         for logger in trainer.loggers:
             for name in ("log_metrics", "save"):
                 self.wrap(logger, name, f"logger {type(logger).__name__}: log_metrics and save")
@@ -443,7 +443,6 @@ def _template_cli(
 ) -> ProjectCLI:
     args = [
         *workload.cli_args,
-        f"--model.num_classes={workload.num_classes}",
         f"--trainer.max_epochs={epochs}",
         f"--trainer.accelerator={accelerator}",
         "--trainer.devices=1",
@@ -520,7 +519,7 @@ def run_template(
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     seconds = _clock() - start
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        cli._finish_wandb()  # close the W&B run (untimed), so the next run and the clean-up start clean
+        cli.finish_wandb()  # close the W&B run (untimed), so the next run and the clean-up start clean
     epoch_seconds = later_epochs(clock.epoch_starts, clock.end, saves)
     return Result(seconds, sum(seconds for _, seconds in saves), float(last_loss), epoch_seconds)
 

@@ -1,6 +1,6 @@
 """Entry point for ``python -m project``."""
 
-from project.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     main()

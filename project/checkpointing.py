@@ -12,7 +12,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from torch import nn
 
-from project.errors import CheckpointError
+from .errors import CheckpointError
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -57,10 +57,12 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
     try:
         return torch.load(file, map_location="cpu", weights_only=safe, mmap=True)
     except pickle.UnpicklingError as error:
-        if safe and "weights_only" in str(error).lower().replace(" ", "_"):
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(file) if safe else []
+        if unsafe:
             raise CheckpointError(
-                f"checkpoint {str(file)!r} holds Python objects that only a full unpickle can load, and "
-                "unpickling can run arbitrary code. If you trust this file, pass --weights_only=false."
+                f"checkpoint {str(file)!r} holds Python objects ({', '.join(unsafe[:3])}) that only a full "
+                "unpickle can load, and unpickling can run arbitrary code. If you trust this file, pass "
+                "--weights_only=false."
             ) from None
         raise CheckpointError(f"checkpoint {str(file)!r} is corrupt: {error}") from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as error:

@@ -1,20 +1,18 @@
-"""The command line: ``python -m project {fit,validate,test,predict}``
-(a LightningCLI).
+"""The command line: ``python -m project {fit,validate,test,predict}`` (a LightningCLI), plus the extra
+commands of :data:`EXTRA_COMMANDS` (``export``, ``report``, ...).
 
-Everything is configured from YAML files (``--config``, repeatable, later files win) and dotted
-overrides (``--model.optimizer.lr=3e-4``). With no arguments, ``fit`` trains the default experiment:
-an :class:`~project.models.ImageClassifier` with a
-:class:`~project.models.SimpleCNN` backbone on
-:class:`~project.data.DigitsDataModule`. Each run writes into a new folder
-``<logs_dir>/<run name>`` (default ``./logs``): checkpoints, the resolved ``config.yaml``,
-``metrics.csv`` and predictions.
+Defaults live in YAML: ``configs/default.yaml`` and ``configs/logger.yaml`` inside the package are loaded
+first, then ``--config`` files (repeatable, later files win), then dotted overrides
+(``--model.optimizer.init_args.lr=3e-4``). Each run writes into a new folder ``<logs_dir>/<run name>``
+(default ``./logs``): the resolved ``config.yaml``, ``metrics.csv``, checkpoints and predictions.
+``fit --ckpt_path last|best|FILE`` continues the run that wrote the checkpoint, in its folder, unless
+``--run_name`` asks for a new run.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -22,18 +20,18 @@ from typing import Any
 
 import torch
 import yaml
-from jsonargparse import Namespace, lazy_instance
+from jsonargparse import Namespace
+from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, RichModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-# Imported so that every DataModule and LightningModule they export is a known subclass: short class
-# names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
-import project.data
-import project.models  # noqa: F401
-from project.callbacks import (
+# Imported so that their DataModules and LightningModules are known subclasses: short class names such
+# as --model=TabularRegressor resolve only among imported classes.
+from . import data, models  # noqa: F401
+from .callbacks import (
     CSVPredictionWriter,
     ExactResume,
     GracefulInterruption,
@@ -43,421 +41,526 @@ from project.callbacks import (
     TrainingMonitor,
     WarmupCosineSchedule,
 )
-from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
-from project.errors import CheckpointError, ConfigError, ProjectError
-from project.progress import stdout_is_terminal
-from project.runs import (
-    CHECKPOINT_ALIASES,
-    add_run_folder_arguments,
-    create_run_dir,
-    find_checkpoint,
-)
+from .checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
+from .errors import CheckpointError, ConfigError, ProjectError
+from .progress import stdout_is_terminal
+from .runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of
 
-DEFAULT_MODEL = "project.models.ImageClassifier"
-DEFAULT_BACKBONE = "project.models.SimpleCNN"
-DEFAULT_DATA = "project.data.DigitsDataModule"
-
-#: Trainer defaults for the default experiment (each can be overridden, e.g. ``--trainer.max_epochs=5``).
-TRAINER_DEFAULTS: dict[str, Any] = {
-    "max_epochs": 30,
-    "log_every_n_steps": 10,
-    "gradient_clip_val": 1.0,
-    "gradient_clip_algorithm": "norm",
-    # Offline unless told otherwise: no account, network or prompt needed; `wandb sync` uploads later.
-    "logger": lazy_instance(WandbLogger, save_dir="logs", offline=True, project=__package__),
-}
-
-CSV_LOGGER = "lightning.pytorch.loggers.CSVLogger"
+#: Loaded before any ``--config``: the defaults of every setting, then the default logger.
+DEFAULT_CONFIG_FILES = [
+    str(Path(__file__).parent / "configs" / name) for name in ("default.yaml", "logger.yaml")
+]
+#: Keys of a fit's config that belong to that run alone; its ``config.yaml`` saves them as null so
+#: that re-running it (``fit --config logs/A/config.yaml``) starts a new run instead of writing into A.
+RUN_KEYS = ("run_name", "ckpt_path")
 #: Depth of the model summary printed at fit start (3 reaches the layers inside the backbone).
 MODEL_SUMMARY_DEPTH = 3
 
 
-def _with_csv_logger(logger: Any) -> Any:
-    """Add a ``CSVLogger`` to a logger config that has none, so every run keeps a ``metrics.csv``.
+def _class_of(class_path: str) -> type:
+    module, _, name = class_path.rpartition(".")
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
 
-    ``True`` (Lightning's default logger) becomes just the CSV logger; ``False``/``None`` (logging off)
-    stay as they are.
+
+def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -> Any:
+    """The logger config (``class_path`` namespaces, a list of them, ``True``/``False``) for ``run_dir``.
+
+    CSV and TensorBoard loggers write straight into the run folder, W&B into ``<run_dir>/wandb``, named
+    after the run folder unless a name is set, and with ``wandb_id`` (resumed) when continuing a run;
+    the environment variable ``WANDB_MODE=online`` (upload) or ``disabled`` (W&B off) overrides its
+    ``offline`` default.
+    A ``CSVLogger`` is added when there is none, so every run keeps a ``metrics.csv``; ``True``
+    (Lightning's default logger) becomes just that one, ``False``/``None`` (logging off) stay as they
+    are.
     """
     if logger is None or logger is False:
         return logger
-    csv_logger = Namespace(class_path=CSV_LOGGER, init_args=Namespace())
-    if logger is True:
-        return csv_logger
-    items = logger if isinstance(logger, list) else [logger]
-    if any(isinstance(item, Namespace) and item.get("class_path") == CSV_LOGGER for item in items):
-        return logger
-    return [*items, csv_logger]
+    items = [] if logger is True else (list(logger) if isinstance(logger, list) else [logger])
+    items = [item.clone() for item in items]
+    if not any(issubclass(_class_of(item.class_path), CSVLogger) for item in items):
+        items.append(Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace()))
+    for item in items:
+        cls, init_args = _class_of(item.class_path), item.get("init_args") or Namespace()
+        init_args.save_dir = str(run_dir)
+        if issubclass(cls, (CSVLogger, TensorBoardLogger)):
+            init_args.name, init_args.version = "", ""
+        elif issubclass(cls, WandbLogger):
+            init_args.name = init_args.get("name") or run_dir.name
+            if os.environ.get("WANDB_MODE", "").lower() in ("online", "disabled"):
+                init_args.offline = False  # else WandbLogger(offline=True) overrides WANDB_MODE
+            if wandb_id and not init_args.get("id"):
+                init_args.id = wandb_id
+                item.dict_kwargs = {**(item.get("dict_kwargs") or {}), "resume": "allow"}
+        item.init_args = init_args
+    return items if len(items) > 1 else items[0]
 
 
-def _set_logger_dirs(logger: Any, run_dir: Path) -> Any:
-    """Point a logger config (a ``class_path`` namespace, or a list of them) at ``run_dir``.
-
-    CSV and TensorBoard loggers write straight into the run folder (empty ``name`` and ``version``);
-    W&B keeps its files in ``<run_dir>/wandb`` and is named after the run folder unless a name is set;
-    the environment variable ``WANDB_MODE=online`` (upload) or ``WANDB_MODE=disabled`` (W&B off) turns
-    its ``offline`` default off so wandb follows the variable.
-    """
-    if isinstance(logger, list):
-        return [_set_logger_dirs(item, run_dir) for item in logger]
-    if not isinstance(logger, Namespace) or "class_path" not in logger:
-        return logger
-    init_args = logger.get("init_args") or Namespace()
-    class_name = logger.class_path.rsplit(".", 1)[-1]
-    init_args.save_dir = str(run_dir)
-    if class_name in ("CSVLogger", "TensorBoardLogger"):
-        init_args.name = ""
-        init_args.version = ""
-    elif class_name == "WandbLogger":
-        if not init_args.get("name"):
-            init_args.name = run_dir.name
-        if os.environ.get("WANDB_MODE", "").lower() in ("online", "disabled"):
-            init_args.offline = False  # else WandbLogger(offline=True) overrides WANDB_MODE
-    logger.init_args = init_args
-    return logger
+def wandb_id_of(run_dir: Path) -> str | None:
+    """The W&B run id of a run folder (from ``<run_dir>/wandb/latest-run``), or ``None``."""
+    latest = run_dir / "wandb" / "latest-run"
+    return latest.resolve().name.rsplit("-", 1)[-1] if latest.exists() else None
 
 
 def check_sync_batchnorm(parser: LightningArgumentParser, trainer: Namespace) -> None:
-    """Stop with a clear message when ``trainer.sync_batchnorm`` is asked for without CUDA.
-
-    ``torch.nn.SyncBatchNorm`` only runs on CUDA modules; on CPU it fails inside the DDP workers with
-    a torch traceback. This check runs right after parsing, before anything is built or launched,
-    and exits with code 2.
-    """
-    if not trainer.get("sync_batchnorm"):
-        return
+    """Stop with a clear message (exit 2) when ``trainer.sync_batchnorm`` is asked for without CUDA:
+    ``torch.nn.SyncBatchNorm`` only runs on CUDA modules and would fail inside the DDP workers."""
     accelerator = trainer.get("accelerator")
-    accelerator_name = accelerator if isinstance(accelerator, str) else getattr(accelerator, "class_path", "")
-    on_cpu = accelerator_name == "cpu" or (accelerator_name == "auto" and not torch.cuda.is_available())
-    if on_cpu or not torch.cuda.is_available():
+    name = accelerator if isinstance(accelerator, str) else getattr(accelerator, "class_path", "")
+    if trainer.get("sync_batchnorm") and (name == "cpu" or not torch.cuda.is_available()):
         parser.error(
             f"trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU), "
-            f"but accelerator={accelerator_name!r} and CUDA available={torch.cuda.is_available()}. "
-            "Fix: drop --trainer.sync_batchnorm (or set it to false) on CPU, or run on GPUs with "
-            "--config configs/trainer/ddp_gpu.yaml."
+            f"but accelerator={name!r} and CUDA available={torch.cuda.is_available()}. Fix: drop "
+            "--trainer.sync_batchnorm on CPU, or run on GPUs with --config configs/trainer/ddp_gpu.yaml."
+        )
+
+
+#: Class-typed settings whose class a user may switch on the command line (``--model.optimizer=SGD``).
+SWITCHABLE = ("model.init_args.optimizer", "model.init_args.lr_scheduler", "model.init_args.backbone")
+
+
+def warn_carried_over(config: Namespace, argv: list[Any]) -> None:
+    """Warn when switching a class kept the previous class's value of a same-named argument.
+
+    jsonargparse keeps the init_args that both classes take when ``class_path`` changes (by design:
+    only what is given changes). So ``--model.optimizer=torch.optim.SGD`` keeps AdamW's
+    ``weight_decay=0.01`` where SGD's own default is 0. For each setting of :data:`SWITCHABLE` whose
+    class differs from ``configs/default.yaml``'s, this names every argument that holds the previous
+    class's default, not the new class's, and was not given on the command line.
+    """
+    defaults = yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text())
+    given = " ".join(str(arg) for arg in argv)
+    for key in SWITCHABLE:
+        value, old = config.get(key), defaults
+        for part in key.split("."):
+            old = (old or {}).get(part)
+        if (
+            not isinstance(value, Namespace)
+            or not isinstance(old, dict)
+            or value.class_path == old.get("class_path")
+        ):
+            continue
+        old_class, new_class = _class_of(old["class_path"]), _class_of(value.class_path)
+        old_defaults = {**_signature_defaults(old_class), **(old.get("init_args") or {})}
+        new_defaults = _signature_defaults(new_class)
+        carried = [
+            f"{name}={arg!r} (its own default: {new_defaults[name]!r})"
+            for name, arg in (value.get("init_args") or {}).items()
+            if name in old_defaults
+            and name in new_defaults
+            and arg == old_defaults[name] != new_defaults[name]
+            and f"{key.replace('.init_args', '')}.{name}" not in given
+            and f"{key}.init_args.{name}" not in given
+        ]
+        if carried:
+            warnings.warn(
+                f"{key.replace('.init_args', '')}: {new_class.__name__} keeps the value of "
+                f"{old_class.__name__} for {', '.join(carried)}. Set them explicitly if that is not what "
+                "you want.",
+                stacklevel=2,
+            )
+
+
+def _signature_defaults(cls: type) -> dict[str, Any]:
+    import inspect
+
+    return {
+        name: param.default
+        for name, param in inspect.signature(cls).parameters.items()
+        if param.default is not inspect.Parameter.empty
+    }
+
+
+#: Link targets (set from their source by the CLI) -> where the value comes from.
+LINKED = {
+    "model.num_classes": "the DataModule's num_classes",
+    "model.in_channels": "the DataModule's dims[0]",
+    "model.in_features": "the DataModule's num_features",
+    "checkpoint.monitor": "val/<model.best_metric>",
+    "checkpoint.mode": "model.best_mode",
+}
+
+
+def check_linked_not_set(parser: LightningArgumentParser, argv: list[str]) -> None:
+    """Stop (exit 2) when a linked value is set on the command line or in a ``--config`` file: the
+    link would silently replace it."""
+    given = [arg.split("=", 1)[0].lstrip("-").replace(".init_args.", ".") for arg in argv]
+    for index, arg in enumerate(argv[:-1]):
+        if arg in ("--config", "-c") and Path(argv[index + 1]).is_file():
+            config = yaml.safe_load(Path(argv[index + 1]).read_text()) or {}
+            given += [
+                f"{top}.{key}"
+                for top, section in config.items()
+                if isinstance(section, dict)
+                for key in {**section, **(section.get("init_args") or {})}
+            ]
+    for key in LINKED:
+        if key in given:
+            parser.error(
+                f"{key} is linked: it is set from {LINKED[key]}, so a value given for it would be replaced. "
+                "Remove it; change its source instead."
+            )
+
+
+def check_wandb_log_model(parser: LightningArgumentParser, logger: Any) -> None:
+    """Stop (exit 2) when an offline W&B logger is asked to upload checkpoints (``log_model``):
+    WandbLogger refuses the pair, and the refusal would otherwise surface as a vague type error."""
+    online = os.environ.get("WANDB_MODE", "").lower() == "online"
+    for item in logger if isinstance(logger, list) else [logger]:
+        init_args = item.get("init_args") if isinstance(item, Namespace) else None
+        if init_args is None or not issubclass(_class_of(item.class_path), WandbLogger):
+            continue
+        if init_args.get("log_model") and init_args.get("offline") and not online:
+            parser.error(
+                f"trainer.logger.log_model={init_args.log_model!r} needs an online W&B run (checkpoints are "
+                "uploaded as artifacts), but the W&B logger is offline (the default). Fix: add "
+                "--trainer.logger.offline=false after `wandb login` (or set WANDB_MODE=online), or drop "
+                "log_model."
+            )
+
+
+def check_model_and_trainer(model: LightningModule, trainer: Trainer, config: Namespace) -> None:
+    """Refuse, before anything runs, settings that Lightning or a callback would only reject later.
+
+    Raises:
+        ConfigError: gradient clipping with a manually optimised model (Lightning clips only in
+            automatic optimization), or a model LR scheduler next to the warmup-cosine callback.
+    """
+    if not model.automatic_optimization and trainer.gradient_clip_val:
+        raise ConfigError(
+            f"trainer.gradient_clip_val={trainer.gradient_clip_val} (the default): "
+            f"{type(model).__name__} sets "
+            "automatic_optimization=False, and Lightning clips gradients only in automatic optimization. "
+            "Fix: --trainer.gradient_clip_val=null, and clip in training_step with self.clip_gradients(...)."
+        )
+    if config.lr_schedule.enabled and getattr(model, "lr_scheduler", None) is not None:
+        raise ConfigError(
+            "model.lr_scheduler is set while the warmup-cosine callback (lr_schedule) is enabled: two "
+            "schedules would fight over the LR. Use one: --lr_schedule.enabled=false, or "
+            "--model.lr_scheduler=null."
         )
 
 
 class SaveConfigToLoggers(SaveConfigCallback):
-    """Save ``config.yaml`` in the run folder and record the full resolved config in W&B.
+    """Save ``config.yaml`` in the run folder and record the resolved config in W&B's run config.
 
-    W&B gets the config as its run config (``wandb.config``, visible and searchable in the UI) next to
-    the model's hyperparameters that Lightning logs itself. Other loggers keep ``hparams.yaml``.
+    A continued run (``fit --ckpt_path`` into its own folder) keeps the first ``config.yaml`` and saves
+    its own as ``config.resume-<n>.yaml``.
     """
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Save ``config.yaml`` (Lightning), then :meth:`save_config` on rank 0."""
-        # trainer.log_dir broadcasts, so every rank asks for it here, not only rank 0 in save_config.
-        self._saved_path: Path | None = None
-        if self.save_to_log_dir and not self.already_saved:
-            self._saved_path = Path(trainer.log_dir or ".", self.config_filename)
+        """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
+        folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
+        index = 1
+        while not self.already_saved and (folder / self.config_filename).exists():
+            self.config_filename = f"config.resume-{index}.yaml"
+            index += 1
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Log the resolved config to every ``WandbLogger`` of the trainer."""
-        wandb_loggers = [logger for logger in trainer.loggers if isinstance(logger, WandbLogger)]
-        if not wandb_loggers:
-            return
-        saved = getattr(self, "_saved_path", None)  # None when save_config is called on its own
-        if saved is not None and not self.multifile and saved.is_file():
-            text = saved.read_text()  # the file Lightning just wrote: a second dump costs ~0.1 s
-        else:
-            text = self.parser.dump(self.config, skip_none=False)
-        config = yaml.safe_load(text)
-        for logger in wandb_loggers:
-            logger.experiment.config.update({"config": config}, allow_val_change=True)
+        """Log the saved config to every ``WandbLogger`` of the trainer (read back from the file)."""
+        saved = Path(trainer.log_dir or ".", self.config_filename)
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and saved.is_file():
+                config = yaml.safe_load(saved.read_text())
+                logger.experiment.config.update({"config": config}, allow_val_change=True)
 
 
 def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
-    """The progress bar and model summary this project adds unless the config chose its own.
-
-    - Progress: Lightning's tqdm bar on a terminal;
-      :class:`~project.callbacks.LineProgressBar` (plain lines) when stdout is not one. Nothing
-      when ``enable_progress_bar`` is false.
-    - Model summary to depth 3 (parameters per layer, trainable and frozen, and input/output shapes
-      when the model sets ``example_input_array``): ``RichModelSummary`` on a terminal, the plain-text
-      ``ModelSummary`` otherwise. Nothing when ``enable_model_summary`` is false.
-    """
+    """The progress display and model summary this project adds unless the config chose its own: on
+    a terminal Lightning's bar and ``RichModelSummary``; otherwise plain lines
+    (:class:`~project.callbacks.LineProgressBar`) and the plain ``ModelSummary``, depth 3."""
     extra: list[Callback] = []
-    if (
-        trainer_config.get("enable_progress_bar") is not False
-        and not any(isinstance(cb, ProgressBar) for cb in callbacks)
-        and not stdout_is_terminal()
-    ):
+    terminal = stdout_is_terminal()
+    progress = trainer_config.get("enable_progress_bar") is not False and not terminal
+    if progress and not any(isinstance(cb, ProgressBar) for cb in callbacks):
         extra.append(LineProgressBar())
-    if trainer_config.get("enable_model_summary") is not False and not any(
-        isinstance(cb, ModelSummary) for cb in callbacks
-    ):
-        summary = RichModelSummary if stdout_is_terminal() else ModelSummary  # rich tables wrap at 80 cols
-        extra.append(summary(max_depth=MODEL_SUMMARY_DEPTH))
+    summary = trainer_config.get("enable_model_summary") is not False
+    if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
+        extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=MODEL_SUMMARY_DEPTH))
     return extra
 
 
-#: How jsonargparse's messages start when it wraps the error a constructor raised.
-_JSONARGPARSE_WRAPPERS = (
-    "Does not validate against any of the Union subtypes",
-    "Problem with given class_path",
-)
+def _data_attribute(name: str) -> Any:
+    def compute(datamodule: LightningDataModule) -> Any:
+        return getattr(datamodule, name, None)
+
+    compute.__name__ = f"datamodule_{name}"
+    return compute
 
 
-def _root_cause(error: BaseException) -> str:
-    """The constructor's own error behind jsonargparse's wrapper messages, as ``Type: message``."""
-    while str(error).startswith(_JSONARGPARSE_WRAPPERS) and (error.__cause__ or error.__context__):
-        error = error.__cause__ or error.__context__  # type: ignore[assignment]
-    return f"{type(error).__name__}: {error}"
-
-
-class ProjectArgumentParser(LightningArgumentParser):
-    """``LightningArgumentParser`` whose errors stay short.
-
-    On a bad argument or config value jsonargparse prints the parser's usage before the ``error:``
-    line; for this CLI that usage lists every option, hundreds of lines that bury the error. This
-    parser's usage is one line, e.g. ``usage: python -m project fit [options]`` (with the
-    subcommands at the top level); ``--help`` is unchanged.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # No abbreviations: argparse would otherwise take --trainer.max_epoch=2 (a typo) as
-        # --trainer.max_epochs=2 without a word; a misspelt key must fail as unrecognized.
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
-
-    def format_usage(self) -> str:
-        """One line: the program, its subcommands if it has any, and ``[options]``."""
-        subcommands = getattr(self, "_subcommands_action", None)
-        choices = " {" + ",".join(subcommands.choices) + "}" if subcommands is not None else ""
-        prog = self.prog.replace(" [options]", "")  # a subcommand's prog holds its parent's "[options]"
-        return f"usage: {prog}{choices} [options]\n"
+def _channels(datamodule: LightningDataModule) -> int | None:
+    dims = getattr(datamodule, "dims", None)
+    return int(dims[0]) if dims else None
 
 
 class ProjectCLI(LightningCLI):
-    """LightningCLI with this project's defaults, run folders and checkpoint shortcuts.
+    """LightningCLI with this project's run folders, forced callbacks, links and checkpoint aliases.
 
-    Extra arguments (for every subcommand):
-        ``--logs_dir``: folder that holds one folder per run (default ``logs``, relative to the cwd).
-        ``--run_name``: name of this run's folder (default: timestamp and subcommand).
-        ``--checkpoint.*``: the always-present ``ModelCheckpoint`` (best by ``val/acc`` as
-        ``checkpoints/best.ckpt``, plus ``checkpoints/last.ckpt``).
-        ``--lr_schedule.*``: :class:`~project.callbacks.WarmupCosineSchedule` (on by default).
-        ``--memory.*``: :class:`~project.callbacks.MemoryMonitor` (on by default).
-        ``--exact_resume.*``: :class:`~project.callbacks.ExactResume` (on by default).
-        ``--training_monitor.*``: :class:`~project.callbacks.TrainingMonitor` (gradient norm,
-        throughput, epoch time; on by default).
-        ``--health.*``: :class:`~project.callbacks.HealthCheck` (on by default).
-        ``--interruption.*``: :class:`~project.callbacks.GracefulInterruption` (on by default).
-        ``--ckpt_path best`` / ``--ckpt_path last``: the best / last checkpoint of the newest run
-        under ``--logs_dir`` (for ``fit``, ``last`` resumes that run). With ``--ckpt_path`` the model
-        is rebuilt from the checkpoint (LightningCLI) and so is the DataModule, unless a data class
-        is chosen (see :meth:`_restore_data_from_checkpoint`).
+    Extra arguments (every subcommand): ``--logs_dir`` (folder of run folders, default ``logs``),
+    ``--run_name`` (this run's folder name; default timestamp and subcommand), and the groups of the
+    always-present callbacks: ``--checkpoint.*`` (best by the model's ``best_metric``:
+    ``checkpoints/best.ckpt``), ``--last_checkpoint.*`` (``checkpoints/last.ckpt`` at the end of every
+    epoch), ``--lr_schedule.*``, ``--memory.*``, ``--exact_resume.*``, ``--training_monitor.*``,
+    ``--health.*``, ``--interruption.*``.
+
+    Linked values (set from their source, not settable themselves): the model's ``num_classes``, the
+    ``in_channels`` and the regressor's ``in_features`` from the DataModule's
+    ``num_classes``, ``dims[0]`` and ``num_features``; the checkpoint's ``monitor``/``mode`` from the
+    model's ``best_metric``/``best_mode``.
+
+    ``--ckpt_path best|last`` names the best/last checkpoint of the newest run under ``--logs_dir``.
+    With ``--ckpt_path`` the model's class and arguments come from the checkpoint, and so does the
+    DataModule unless the config chose another data class.
     """
 
     #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands).
     run_label = "run"
 
     def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
+        prog = f"python -m {__package__}"
+        subcommands = ",".join(self.subcommands())
+        parser_kwargs = {
+            "prog": prog,
+            "epilog": EPILOG,
+            "allow_abbrev": False,  # --trainer.max_epoch=2 (a typo) must fail, not set max_epochs
+            "usage": f"{prog} {{{subcommands}}} [options]" if run else f"{prog} [options]",
+        }
+        if not run:
+            parser_kwargs["default_config_files"] = DEFAULT_CONFIG_FILES
+        for name in self.subcommands() if run else ():
+            parser_kwargs[name] = {
+                "default_config_files": DEFAULT_CONFIG_FILES,
+                "usage": f"{prog} {name} [options]",
+            }
         kwargs.setdefault("model_class", LightningModule)
         kwargs.setdefault("datamodule_class", LightningDataModule)
         kwargs.setdefault("subclass_mode_model", True)
         kwargs.setdefault("subclass_mode_data", True)
-        kwargs.setdefault("seed_everything_default", 42)
-        kwargs.setdefault("trainer_defaults", TRAINER_DEFAULTS)
         kwargs.setdefault("auto_configure_optimizers", False)
-        kwargs.setdefault("save_config_kwargs", {"overwrite": False})
         kwargs.setdefault("save_config_callback", SaveConfigToLoggers)
-        kwargs.setdefault("parser_kwargs", {"prog": f"python -m {__package__}", "epilog": EPILOG})
-        kwargs.setdefault("parser_class", ProjectArgumentParser)
+        kwargs.setdefault("parser_kwargs", parser_kwargs)
         super().__init__(args=args, run=run, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        """Add run-folder arguments, the checkpoint group and the default model and data."""
+        """Add the run-folder arguments, the forced callbacks and the links."""
         add_run_folder_arguments(parser)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
+        parser.set_defaults(
+            {
+                "last_checkpoint.filename": "last",
+                "last_checkpoint.monitor": None,
+                "last_checkpoint.save_top_k": 1,
+                "last_checkpoint.enable_version_counter": False,
+            }
+        )
         parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
         parser.add_lightning_class_args(MemoryMonitor, "memory")
         parser.add_lightning_class_args(ExactResume, "exact_resume")
         parser.add_lightning_class_args(TrainingMonitor, "training_monitor")
         parser.add_lightning_class_args(HealthCheck, "health")
         parser.add_lightning_class_args(GracefulInterruption, "interruption")
-        parser.set_defaults(
-            {
-                "model": {
-                    "class_path": DEFAULT_MODEL,
-                    "init_args": {"backbone": {"class_path": DEFAULT_BACKBONE}},
-                },
-                "data": {"class_path": DEFAULT_DATA},
-                "checkpoint.monitor": "val/acc",
-                "checkpoint.mode": "max",
-                "checkpoint.filename": "best",
-                "checkpoint.save_top_k": 1,
-                "checkpoint.save_last": True,
-            }
+        for source, target in (
+            (_data_attribute("num_classes"), "model.init_args.num_classes"),
+            (_data_attribute("num_features"), "model.init_args.in_features"),
+            (_channels, "model.init_args.in_channels"),
+        ):
+            parser.link_arguments("data", target, compute_fn=source, apply_on="instantiate")
+        parser.link_arguments(
+            "model.init_args.best_metric", "checkpoint.monitor", compute_fn=lambda m: f"val/{m}"
         )
+        parser.link_arguments("model.init_args.best_mode", "checkpoint.mode")
+
+    def _config(self) -> Namespace:
+        subcommand = self.config.get("subcommand")
+        return self.config[subcommand] if subcommand else self.config
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
-        """Parse, then turn ``--ckpt_path best|last`` into the newest run's checkpoint file."""
+        """Parse; then resolve ``--ckpt_path`` (alias or file), load the checkpoint once (honouring
+        ``--weights_only``) and take the model (and data) class and arguments from it."""
         self.checkpoint: dict[str, Any] | None = None
         super().parse_arguments(parser, args)
-        subcommand = self.config.get("subcommand")
-        config = self.config[subcommand] if subcommand else self.config
+        config = self._config()
         check_sync_batchnorm(parser, config.trainer)
-        if not subcommand:
+        check_wandb_log_model(parser, config.trainer.logger)
+        argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
+        warn_carried_over(config, argv)
+        check_linked_not_set(parser, argv)
+        if config.get("ckpt_path") is None:
             return
-        if subcommand != "fit":
-            # The checkpoint callback is inert outside fit; don't warn that its folder is new.
-            warnings.filterwarnings("ignore", message="The dirpath has changed from")
-        ckpt_path = config.get("ckpt_path")
-        if ckpt_path in CHECKPOINT_ALIASES:
-            try:
-                config.ckpt_path = str(find_checkpoint(config.logs_dir, ckpt_path))
-            except FileNotFoundError as error:
-                parser.error(str(error))
-            print(f"--ckpt_path={ckpt_path} -> {config.ckpt_path}")
-        elif ckpt_path is not None and not Path(ckpt_path).is_file():
-            parser.error(
-                f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
-                f"the newest run under --logs_dir={config.logs_dir!r}"
-            )
-        if config.get("ckpt_path") is not None:
-            try:
-                self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
-            except CheckpointError as error:
-                parser.error(str(error))
-            self._apply_checkpoint_hyperparameters(parser, subcommand)
-            self._restore_data_from_checkpoint(parser, subcommand)
-
-    def _apply_checkpoint_hyperparameters(self, parser: LightningArgumentParser, subcommand: str) -> None:
-        """Take the model's architecture from the checkpoint (its saved ``hyper_parameters``), as
-        LightningCLI does, but from the file loaded once above with the user's ``weights_only``."""
-        hparams = dict((self.checkpoint or {}).get("hyper_parameters") or {})
-        hparams.pop("_instantiator", None)
-        if not hparams:
-            return
-        if "_class_path" in hparams:
-            hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
-        self.config = parser.parse_object({subcommand: {"model": hparams}}, self.config)
+        try:
+            config.ckpt_path = str(resolve_checkpoint(config.ckpt_path, config.logs_dir))
+            self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
+        except (FileNotFoundError, CheckpointError) as error:
+            parser.error(str(error))
+        print(f"--ckpt_path: {config.ckpt_path}")
+        subcommand = self.config.subcommand
+        model = _saved_init(
+            self.checkpoint.get("hyper_parameters"), skip=("num_classes", "in_features", "in_channels")
+        )
+        updates = {"model": model} if model else {}
+        datamodule = _saved_init(self.checkpoint.get("datamodule_hyper_parameters"))
+        if datamodule and _class_of(config.data.class_path) is _class_of(_default_data_class_path()):
+            updates["data"] = datamodule  # the checkpoint's data, unless the config chose a data class
+        if updates:
+            self.config = parser.parse_object({subcommand: updates}, self.config)
 
     def _parse_ckpt_path(self) -> None:
-        """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``)."""
-
-    def _restore_data_from_checkpoint(self, parser: LightningArgumentParser, subcommand: str) -> None:
-        """Use the checkpoint's DataModule when the command line left the default one in place.
-
-        LightningCLI restores the model's class and arguments from ``--ckpt_path`` but not the
-        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. the diabetes
-        regression) would pair the model with the default digits data. When the configured data class
-        is still ``DEFAULT_DATA`` and the checkpoint was trained with another DataModule (saved by its
-        ``save_hyperparameters()``), that class and its arguments are used instead. Choosing a data
-        class (``--config``, ``--data=...``) turns this off.
-        """
-        config = self.config[subcommand]
-        if config.data.get("class_path") != DEFAULT_DATA:
-            return
-        hparams = dict((self.checkpoint or {}).get("datamodule_hyper_parameters") or {})
-        class_path = hparams.pop("_class_path", None)
-        hparams.pop("_instantiator", None)
-        if class_path is None or class_path == DEFAULT_DATA:
-            return
-        self.config = parser.parse_object(
-            {subcommand: {"data": {"class_path": class_path, "init_args": hparams}}}, self.config
-        )
-        print(f"--ckpt_path: data restored from the checkpoint: {class_path}")
+        """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``,
+        and link targets left to their links). Overrides a private LightningCLI method; a test pins it."""
 
     def before_instantiate_classes(self) -> None:
-        """Create this run's folder and point the trainer, logger and checkpoints at it."""
-        config = self.config[self.subcommand] if self.subcommand else self.config
-        wandb = sys.modules.get("wandb")
-        if wandb is not None and getattr(wandb, "run", None) is not None:
-            wandb.finish()  # left open by an earlier run in this process that failed; don't reuse it
-        self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
+        """Choose this run's folder and point the trainer, loggers and checkpoints at it.
+
+        ``fit --ckpt_path`` of a checkpoint inside a run folder continues that run there, with its
+        W&B id; anything else gets a new folder (:func:`~project.runs.create_run_dir`).
+        """
+        config = self._config()
+        self._user_logger = config.trainer.logger
+        continued = run_dir_of(config.ckpt_path) if config.get("ckpt_path") else None
+        if self.subcommand == "fit" and continued is not None and not config.run_name:
+            self.run_dir, self.continued = continued, True
+        else:
+            self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
+            self.continued = False
+        wandb_id = wandb_id_of(self.run_dir) if self.continued else None
         config.trainer.default_root_dir = str(self.run_dir)
-        config.trainer.logger = _set_logger_dirs(_with_csv_logger(config.trainer.logger), self.run_dir)
-        # The CSV logger warns that "previous log files will be deleted" in any non-empty folder; this
-        # one is new (config.yaml, wandb/ are ours) and holds no earlier metrics.csv.
-        not_empty = f"Experiment logs directory {re.escape(str(self.run_dir))}/? exists and is not empty"
-        warnings.filterwarnings("ignore", not_empty)
-        if config.checkpoint.dirpath is None:
-            config.checkpoint.dirpath = str(self.run_dir / "checkpoints")
+        config.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
+        for callback in (config.checkpoint, config.last_checkpoint):
+            callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
+        # The CSV logger warns about (and deletes) files in a non-empty folder: ours holds config.yaml,
+        # and a continued run's metrics.csv is put back in after_instantiate_classes.
+        warnings.filterwarnings("ignore", "Experiment logs directory .* exists and is not empty")
+        warnings.filterwarnings("ignore", "The dirpath has changed from")
+        # TrainingMonitor writes each epoch's last step, so short epochs do get a training curve
+        warnings.filterwarnings("ignore", "The number of training batches .* is smaller than the logging")
 
     def instantiate_classes(self) -> None:
-        """Build model, data and trainer. When one of them rejects its arguments (a ``ValueError``,
-        ``TypeError`` or Lightning's ``MisconfigurationException``, e.g. ``--data.batch_size=-1`` or
-        ``--trainer.accelerator=gpu`` without a GPU), or the checkpoint does not fit, stop with a
-        :class:`~project.errors.ConfigError` that names the cause, and remove the still-empty run
-        folder."""
+        """Build model, data and trainer. A class rejecting its arguments (``ValueError``,
+        ``TypeError``, ``MisconfigurationException``, e.g. ``--data.batch_size=-1``) or a checkpoint
+        that does not fit the model stops with a :class:`~project.errors.ConfigError` naming the
+        cause, and a new run folder that is still empty is removed."""
         try:
             super().instantiate_classes()
+            check_model_and_trainer(self.model, self.trainer, self._config())
             if self.checkpoint is not None:
-                config = self.config[self.subcommand] if self.subcommand else self.config
-                check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
+                check_state_dict_fits(self.model, self.checkpoint, self._config().ckpt_path)
         except (ProjectError, ValueError, TypeError, MisconfigurationException) as error:
-            if getattr(self, "run_dir", None) is not None and not any(self.run_dir.iterdir()):
+            if not self.continued and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()
             if isinstance(error, ProjectError):
                 raise
-            cause = _root_cause(error)
-            raise ConfigError(f"the config was parsed, but building the run failed: {cause}") from error
+            cause: BaseException = error
+            while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
+                cause = cause.__cause__
+            raise ConfigError(f"building the run failed: {type(cause).__name__}: {cause}") from error
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """Build the trainer with the default progress bar and model summary added (see
-        :func:`default_extra_callbacks`), and make its checkpoint writes atomic (temporary file, then
-        rename)."""
-        config_init = self.config_init[self.subcommand] if self.subcommand else self.config_init
-        trainer_config = dict(config_init.get("trainer") or {})
+        """Build the trainer with :func:`default_extra_callbacks` and atomic checkpoint writes."""
+        trainer_config = dict(self._get(self.config_init, "trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
         kwargs.setdefault("callbacks", [*callbacks, *default_extra_callbacks(trainer_config, callbacks)])
         trainer = super().instantiate_trainer(**kwargs)
-        if type(trainer.strategy.checkpoint_io).__name__ == "TorchCheckpointIO":
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
         return trainer
 
     def after_instantiate_classes(self) -> None:
-        """Attach the CSV prediction writer for ``predict``."""
+        """Give ``config.yaml`` back its portable values, keep a continued run's ``metrics.csv``, and
+        attach the CSV prediction writer for ``predict``."""
+        config = self._config()
+        config.trainer.logger = self._user_logger  # the saved config.yaml names no run folder
+        for callback in (config.checkpoint, config.last_checkpoint):
+            if callback.dirpath == str(self.run_dir / "checkpoints"):
+                callback.dirpath = None
+        if self.subcommand == "fit":
+            for key in RUN_KEYS:
+                config[key] = None
+        if self.continued:
+            _keep_metrics_csv(
+                self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
         if self.subcommand == "predict":
             self.trainer.callbacks.append(CSVPredictionWriter())  # type: ignore[attr-defined]
 
-    def _finish_wandb(self) -> None:
-        """Close this run's W&B runs (so the next run in this process starts its own) and, for an
-        offline run, say how to upload it."""
-        for logger in self.trainer.loggers:
-            if not isinstance(logger, WandbLogger) or logger._experiment is None:
-                continue
-            run = logger.experiment
-            offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
-            run.finish()
-            if offline and sync_dir and self.trainer.is_global_zero:
-                print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
+    def finish_wandb(self) -> None:
+        """Close this run's W&B run (the next run in this process starts its own) and, for an offline
+        run, say how to upload it."""
+        wandb = sys.modules.get("wandb")
+        run = getattr(wandb, "run", None)
+        if run is None:
+            return
+        offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
+        run.finish()
+        if offline and sync_dir and self.trainer.is_global_zero:
+            print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
 
-    def after_validate(self) -> None:
-        """Close W&B."""
-        self._finish_wandb()
-
-    def after_test(self) -> None:
-        """Close W&B."""
-        self._finish_wandb()
-
-    def after_predict(self) -> None:
-        """Close W&B."""
-        self._finish_wandb()
+    after_validate = after_test = after_predict = finish_wandb
 
     def after_fit(self) -> None:
         """Say where the run folder and the best checkpoint are, and close W&B."""
-        self._finish_wandb()
+        self.finish_wandb()
         callback = self.trainer.checkpoint_callback
         if self.trainer.is_global_zero:
             print(f"Run folder: {self.run_dir}")
             if isinstance(callback, ModelCheckpoint) and callback.best_model_path:
-                print(
-                    f"Best checkpoint ({callback.monitor}={float(callback.best_model_score or 0):.4f}): "
-                    f"{callback.best_model_path}"
-                )
+                score = float(callback.best_model_score or 0)
+                print(f"Best checkpoint ({callback.monitor}={score:.4f}): {callback.best_model_path}")
+
+
+def _default_data_class_path() -> str:
+    """The data ``class_path`` of ``configs/default.yaml``."""
+    return str(yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text())["data"]["class_path"])
+
+
+def _saved_init(hparams: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A ``{class_path, init_args}`` config from a checkpoint's saved ``hyper_parameters`` (as
+    LightningCLI saves them: ``_class_path`` plus the arguments), without the keys in ``skip`` (link
+    targets)."""
+    saved = dict(hparams or {})
+    saved.pop("_instantiator", None)
+    class_path = saved.pop("_class_path", None)
+    if class_path is None:
+        return {}
+    return {"class_path": class_path, "init_args": {k: v for k, v in saved.items() if k not in skip}}
+
+
+def _keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
+    """Keep the rows a continued run logged up to its checkpoint's step in its ``metrics.csv``.
+
+    Lightning's CSV logger deletes a ``metrics.csv`` it finds in its folder when it starts; the rows
+    are read first and written back through its writer (``experiment.metrics_keys``), so the new rows
+    are appended to the same file. Rows after ``last_step`` (logged after the checkpoint, before the
+    run stopped) are dropped, as the continued run logs those steps again.
+    """
+    import csv
+
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger):
+            continue
+        path = Path(logger.log_dir) / "metrics.csv"
+        if not path.is_file():
+            continue
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            keys, rows = list(reader.fieldnames or []), list(reader)
+        rows = [row for row in rows if not row.get("step") or int(float(row["step"])) <= last_step]
+        writer = logger.experiment  # deletes the file
+        with path.open("w", newline="") as handle:
+            out = csv.DictWriter(handle, fieldnames=keys)
+            out.writeheader()
+            out.writerows(rows)
+        writer.metrics_keys = keys
 
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
-    "export": ("project.export", "write the model as ONNX/TorchScript/torch.export, check it"),
-    "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
-    "lr_find": ("project.tuning", "LR range test: suggested LR, loss-vs-LR plot, a config"),
-    "scale_batch_size": ("project.tuning", "largest batch size that fits, and a config to use"),
+    "export": (f"{__package__}.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "report": (f"{__package__}.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
+    "lr_find": (f"{__package__}.tuning", "LR range test: suggested LR, loss-vs-LR plot, a config"),
+    "scale_batch_size": (f"{__package__}.tuning", "largest batch size that fits, and a config to use"),
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(
@@ -468,19 +571,17 @@ EPILOG = "More commands (each has --help): " + "; ".join(
 def main(args: ArgsType = None) -> None:
     """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
 
-    ``export``, ``report``, ... (:data:`EXTRA_COMMANDS`) are dispatched to their own modules before
-    LightningCLI is built; everything else is a LightningCLI subcommand.
-
-    A :class:`~project.errors.ProjectError` (bad checkpoint, missing data, failed health check,
-    interruption) is printed as one ``error:`` line without a traceback, and the process exits with
-    the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM it exits with 143.
+    The :data:`EXTRA_COMMANDS` are dispatched to their own modules; everything else is a LightningCLI
+    subcommand. A :class:`~project.errors.ProjectError` (bad checkpoint, missing data, failed health
+    check, interruption) is printed as one ``error:`` line without a traceback, and the process exits
+    with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
     """
     argv = sys.argv[1:] if args is None else args
     try:
         if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
             module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
             rest = [str(arg) for arg in argv[1:]]
-            module.main([argv[0], *rest] if module.__name__ == "project.tuning" else rest)
+            module.main([argv[0], *rest] if module.__name__.endswith(".tuning") else rest)
             return
         ProjectCLI(args=args)
     except ProjectError as error:

@@ -208,7 +208,7 @@ def export_checkpoint(
     Raises:
         ParityError: the exported model differs from the eager one by more than ``tolerance``.
     """
-    from project.loading import load_datamodule, load_model, predict_test_split, split_batch
+    from .loading import load_datamodule, load_model, predict_test_split, split_batch
 
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)
@@ -236,7 +236,7 @@ def build_parser() -> Any:
     """The ``export`` command's jsonargparse parser."""
     from jsonargparse import ArgumentParser
 
-    from project.runs import add_run_folder_arguments
+    from .runs import add_run_folder_arguments
 
     parser = ArgumentParser(
         prog=f"python -m {__package__} export",
@@ -273,8 +273,8 @@ def main(args: list[str]) -> None:
 
     Exits 2 on bad input, 1 when the parity check fails.
     """
-    from project.loading import resolve_checkpoint, run_config_of
-    from project.runs import create_run_dir
+    from .loading import resolve_checkpoint, run_config_of
+    from .runs import create_run_dir
 
     parser = build_parser()
     cfg = parser.parse_args(args)

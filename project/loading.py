@@ -11,24 +11,7 @@ import yaml
 from lightning.pytorch import LightningDataModule, LightningModule
 from torch import Tensor
 
-from project.runs import CHECKPOINT_ALIASES, find_checkpoint
-
-
-def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
-    """Return the checkpoint file ``ckpt_path`` names: a path, or ``best``/``last`` of the newest run.
-
-    Raises:
-        FileNotFoundError: the file does not exist, or no run under ``logs_dir`` has the alias.
-    """
-    if ckpt_path in CHECKPOINT_ALIASES:
-        return find_checkpoint(logs_dir, ckpt_path)
-    path = Path(ckpt_path).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for the "
-            f"newest run under --logs_dir={str(logs_dir)!r}"
-        )
-    return path
+from .runs import resolve_checkpoint  # noqa: F401  (one resolver for every command)
 
 
 def run_config_of(ckpt_path: Path) -> Path:
@@ -55,7 +38,7 @@ def load_model(ckpt_path: str | Path) -> LightningModule:
     weights are loaded. Only classes already imported can be built, so ``project.models`` is
     imported.
     """
-    import project.models  # noqa: F401  (registers the classes the checkpoint may name)
+    from . import models  # noqa: F401
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
@@ -71,7 +54,7 @@ def load_datamodule(config_path: str | Path) -> LightningDataModule:
     """
     from jsonargparse import ArgumentParser
 
-    import project.data  # noqa: F401
+    from . import data  # noqa: F401
 
     config = yaml.safe_load(Path(config_path).read_text()) or {}
     if not isinstance(config.get("data"), dict):
@@ -95,7 +78,7 @@ def predict_test_split(
     model: torch.nn.Module, datamodule: LightningDataModule, desc: str = "test split"
 ) -> tuple[Tensor, Tensor]:
     """Run ``model`` over the whole test split; return ``(logits [N, K] float32, targets [N] int64)``."""
-    from project.progress import track
+    from .progress import track
 
     datamodule.setup("test")
     loader = datamodule.test_dataloader()

@@ -102,7 +102,7 @@ def write_report(
 
     ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``.
     """
-    from project.progress import track
+    from .progress import track
 
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ def write_report(
     ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
     config = config_path or run_dir / "config.yaml"
     if ckpt.is_file() and config.is_file():
-        from project.loading import load_datamodule, load_model, predict_test_split
+        from .loading import load_datamodule, load_model, predict_test_split
 
         logits, targets = predict_test_split(
             load_model(ckpt), load_datamodule(config), desc="confusion matrix"

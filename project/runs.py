@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from project.errors import RunExistsError
+from .errors import RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
 RUN_DIR_ENV = "LIGHTNING_TEMPLATE_RUN_DIR"
@@ -83,21 +83,63 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
     return run_dir
 
 
-def find_checkpoint(logs_dir: str | Path, which: str) -> Path:
-    """Return ``checkpoints/<which>.ckpt`` of the newest run under ``logs_dir`` that has one.
+def run_dir_of(ckpt_path: str | Path) -> Path | None:
+    """The run folder that holds ``ckpt_path`` (``<run>/checkpoints/<file>.ckpt`` next to
+    ``<run>/config.yaml``), or ``None`` for a checkpoint outside a run folder."""
+    run_dir = Path(ckpt_path).expanduser().resolve().parent.parent
+    return run_dir if (run_dir / "config.yaml").is_file() else None
 
-    ``which`` is ``"best"`` or ``"last"``. "Newest" is by the checkpoint file's modification time.
+
+def best_checkpoint_of(last: Path) -> Path:
+    """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that
+    its ``ModelCheckpoint`` (the one with a ``monitor``) recorded, looked up in the same folder.
+
+    Reading the callback's own record makes ``best`` right for any ``save_top_k`` and any
+    ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``).
 
     Raises:
-        FileNotFoundError: when no run under ``logs_dir`` has such a checkpoint.
+        FileNotFoundError: the run recorded no best checkpoint, or the file is gone.
     """
-    if which not in CHECKPOINT_ALIASES:
-        raise ValueError(f"which={which!r}: expected one of {CHECKPOINT_ALIASES}")
+    import torch
+
+    state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+    paths = [
+        value["best_model_path"]
+        for key, value in state.items()
+        if key.startswith("ModelCheckpoint") and value.get("monitor") and value.get("best_model_path")
+    ]
+    if not paths:
+        raise FileNotFoundError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
+    best = last.parent / Path(paths[0]).name  # the run folder may have moved since
+    if not best.is_file():
+        raise FileNotFoundError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
+    return best
+
+
+def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
+    """The checkpoint file that ``--ckpt_path`` names, for every command (fit, validate, test,
+    predict, export, report).
+
+    ``last`` is ``checkpoints/last.ckpt`` of the newest run under ``logs_dir`` that has one (newest
+    by that file's modification time); ``best`` is that run's best checkpoint
+    (:func:`best_checkpoint_of`); anything else is a path.
+
+    Raises:
+        FileNotFoundError: no such file, or no run under ``logs_dir`` has a checkpoint.
+    """
+    if ckpt_path not in CHECKPOINT_ALIASES:
+        path = Path(ckpt_path).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
+                f"the newest run under --logs_dir={str(logs_dir)!r}"
+            )
+        return path
     root = Path(logs_dir).expanduser()
-    candidates = sorted(root.glob(f"*/checkpoints/{which}.ckpt"), key=lambda p: p.stat().st_mtime)
+    candidates = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise FileNotFoundError(
-            f"--ckpt_path={which}: no run under {root.resolve()} has checkpoints/{which}.ckpt; "
+            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints/last.ckpt; "
             "train one with `fit` first, or pass the checkpoint's path"
         )
-    return candidates[-1]
+    return candidates[-1] if ckpt_path == "last" else best_checkpoint_of(candidates[-1])

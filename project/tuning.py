@@ -26,7 +26,7 @@ import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
 
-from project.cli import ProjectCLI
+from .cli import ProjectCLI
 
 
 class _TuneCLI(ProjectCLI):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
+from torchmetrics import Metric
 
 from project.data import DigitsDataModule
 from project.models import ImageClassifier
@@ -101,7 +103,7 @@ class LeakyClassifier(ImageClassifier):
 class HiddenListBackbone(torch.nn.Module):
     """Keeps its layers in a plain Python list: they are never registered, trained or saved."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_channels: int = 1) -> None:
         super().__init__()
         self.blocks = [torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU()]
         self.pool = torch.nn.AdaptiveAvgPool2d(1)
@@ -115,7 +117,7 @@ class HiddenListBackbone(torch.nn.Module):
 class DetachedBackbone(torch.nn.Module):
     """Cuts the graph with ``detach()``: the stem never gets a gradient."""
 
-    def __init__(self) -> None:
+    def __init__(self, in_channels: int = 1) -> None:
         super().__init__()
         self.stem = torch.nn.Conv2d(1, 8, 3, padding=1)
         self.body = torch.nn.Conv2d(8, 16, 3, padding=1)
@@ -192,3 +194,43 @@ class SlowDown(Callback):
         import time
 
         time.sleep(self.seconds)
+
+
+class ScriptedScore(Metric):
+    """A metric whose value at each epoch's end is read from a script (``scores[epoch]``): a
+    validation metric that gets worse as well as better, on cue."""
+
+    def __init__(self, scores: list[float], epoch: Callable[[], int]) -> None:
+        super().__init__()
+        self.scores, self.epoch = scores, epoch
+        self.add_state("seen", torch.tensor(0), dist_reduce_fx="sum")
+
+    def update(self, preds: Tensor, target: Tensor) -> None:
+        self.seen += len(target)
+
+    def compute(self) -> Tensor:
+        return torch.tensor(self.scores[min(self.epoch(), len(self.scores) - 1)])
+
+
+class ScriptedClassifier(ImageClassifier):
+    """An ImageClassifier whose ``val/acc`` at epoch ``e`` is ``scores[e]`` (training is real)."""
+
+    def __init__(self, scores: list[float] = [0.5, 0.7, 0.6], **kwargs: Any) -> None:  # noqa: B006
+        super().__init__(**kwargs)
+        self.val_metrics["acc"] = ScriptedScore(scores, lambda: self.current_epoch)
+
+
+class ManualClassifier(ImageClassifier):
+    """Optimises by hand (``automatic_optimization = False``), as a GAN or RL module would."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        optimizer = self.optimizers()
+        loss = super().training_step(batch, batch_idx)
+        optimizer.zero_grad()  # type: ignore[union-attr]
+        self.manual_backward(loss)
+        optimizer.step()  # type: ignore[union-attr]
+        return loss

@@ -1,18 +1,18 @@
 """Callbacks of this project (everything Lightning already has is used from Lightning)."""
 
-from project.callbacks.health import CHECKS, HealthCheck, hidden_modules
-from project.callbacks.interruption import GracefulInterruption
-from project.callbacks.lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
-from project.callbacks.memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
-from project.callbacks.prediction_writer import CSVPredictionWriter
-from project.callbacks.progress import LineProgressBar
-from project.callbacks.reproducibility import (
+from .health import CHECKS, HealthCheck, hidden_modules
+from .interruption import GracefulInterruption
+from .lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
+from .memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
+from .prediction_writer import CSVPredictionWriter
+from .progress import LineProgressBar
+from .reproducibility import (
     ExactResume,
     collect_rng_states,
     epoch_seed,
     set_rng_states,
 )
-from project.callbacks.training_monitor import TrainingMonitor
+from .training_monitor import TrainingMonitor
 
 __all__ = [
     "CHECKS",

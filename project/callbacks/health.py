@@ -9,7 +9,7 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor, nn
 
-from project.errors import ConfigError, HealthCheckError
+from ..errors import ConfigError, HealthCheckError
 
 #: The checks, by the name used to switch one off (``--health.disable=[name, ...]``).
 CHECKS = {

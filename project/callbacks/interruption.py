@@ -13,7 +13,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from project.errors import TrainingInterrupted
+from ..errors import TrainingInterrupted
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import math
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from project.errors import ConfigError
+from ..errors import ConfigError
 
 
 def warmup_cosine_factor(
@@ -45,8 +45,8 @@ class WarmupCosineSchedule(Callback):
     optimizer steps is ``trainer.estimated_stepping_batches``, which accounts for ``max_epochs``,
     ``max_steps``, ``limit_train_batches``, ``accumulate_grad_batches`` and the number of devices.
     Because the LR depends only on ``global_step``, a resumed run continues the same curve. The LR of
-    param group 0 is logged as ``train/lr`` (``train/lr_pg<i>`` for further groups) on the steps the
-    logger writes (every ``trainer.log_every_n_steps``) and on each epoch's last batch.
+    param group 0 is logged as ``train/lr`` (``train/lr_pg<i>`` for further groups) every step (the
+    loggers write it every ``trainer.log_every_n_steps``).
 
     Args:
         warmup_steps: Warmup length in optimizer steps (an ``int``), or as a fraction of the total
@@ -119,12 +119,10 @@ class WarmupCosineSchedule(Callback):
         if not self.enabled:
             return
         factor = self.lr_factor(trainer.global_step)
-        # Log only on the steps the logger writes (as Lightning's LearningRateMonitor does): a
-        # self.log call per step cost more than the rest of this callback (benchmarks/README.md).
-        log = trainer._logger_connector.should_update_logs or trainer.is_last_batch
         for optimizer in trainer.optimizers:
-            for index, group in enumerate(optimizer.param_groups):
+            for group in optimizer.param_groups:
                 group["lr"] = group["initial_lr"] * factor
-                name = "train/lr" if index == 0 else f"train/lr_pg{index}"
-                if log and optimizer is trainer.optimizers[0]:
-                    pl_module.log(name, group["lr"], on_step=True, on_epoch=False)
+        for index, group in enumerate(trainer.optimizers[0].param_groups):
+            pl_module.log(
+                "train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"], on_step=True, on_epoch=False
+            )

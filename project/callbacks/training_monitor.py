@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_warn
 from torch.optim import Optimizer
+
+#: Step-level keys written for an epoch's last step (see :class:`TrainingMonitor`).
+STEP_KEYS = ("train/loss", "train/lr")
 
 
 class TrainingMonitor(Callback):
@@ -25,6 +30,13 @@ class TrainingMonitor(Callback):
     - ``train/samples_per_sec``: training samples this process saw in that time, divided by it (per
       process; multiply by the number of processes for the global rate under DDP). The batch size is
       the length of the first tensor in the batch.
+    - The last step of every epoch is written to the loggers even when it is not a multiple of
+      ``trainer.log_every_n_steps`` (the step-level values then in ``trainer.callback_metrics``:
+      ``train/loss``, ``train/lr``), so a run shorter than ``log_every_n_steps`` has a training curve.
+    - A warning at fit start when an epoch has fewer batches than ``accumulate_grad_batches``, or a
+      number that is not a multiple of it: Lightning then steps the optimizer on the epoch's last,
+      partial window, whose gradient is the sum of its ``r`` losses each divided by
+      ``accumulate_grad_batches``: scaled by ``r / accumulate_grad_batches`` against a full window.
 
     Args:
         log_every_n_steps: Interval in optimizer steps for ``train/grad_norm``; ``None`` means the
@@ -39,6 +51,7 @@ class TrainingMonitor(Callback):
         self.enabled = enabled
         self._epoch_start: float | None = None
         self._samples = 0
+        self._resumed = False
 
     def on_before_optimizer_step(
         self, trainer: Trainer, pl_module: LightningModule, optimizer: Optimizer
@@ -58,6 +71,24 @@ class TrainingMonitor(Callback):
             norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
             pl_module.log("train/grad_norm", norm, on_step=True, on_epoch=False)
 
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """Note that this run was resumed (see :meth:`on_train_batch_start`)."""
+        self._resumed = True
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Warn about a partial accumulation window at the end of each epoch."""
+        batches, accumulate = trainer.num_training_batches, trainer.accumulate_grad_batches
+        if self.enabled and accumulate > 1 and math.isfinite(batches) and int(batches) % accumulate:
+            rest = int(batches) % accumulate
+            rank_zero_warn(
+                f"an epoch has {int(batches)} training batches, not a multiple of accumulate_grad_batches="
+                f"{accumulate}: the last optimizer step of each epoch accumulates {rest} batch(es), so its "
+                f"gradient is scaled by {rest}/{accumulate} against a full window. Choose a batch count "
+                "(limit_train_batches, batch_size) that divides evenly if that matters."
+            )
+
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Start the epoch clock at the first batch (not here: the loader's workers start first)."""
         self._epoch_start = None
@@ -66,16 +97,37 @@ class TrainingMonitor(Callback):
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        """Start the clock on the epoch's first batch."""
+        """Start the clock on the epoch's first batch; after a resume, align the logging step.
+
+        Lightning's loggers count steps with the epoch loop's ``_batches_that_stepped``, which equals
+        ``global_step`` in an uninterrupted run (automatic optimization). Restoring some checkpoints
+        saved at an epoch's end (e.g. after ``max_steps``) leaves it one ahead, so the resumed run
+        would log step ``k`` at ``k + 1``, one more per resume. It is set back to ``global_step`` at
+        the first batch after a resume. A private attribute: ``tests/test_lifecycle.py`` compares the
+        logged steps of resumed and uninterrupted runs, so a change in Lightning fails there.
+        """
         if self._epoch_start is None:
             self._epoch_start = time.perf_counter()
+        if self._resumed and pl_module.automatic_optimization:
+            self._resumed = False
+            loop = trainer.fit_loop.epoch_loop
+            if getattr(loop, "_batches_that_stepped", trainer.global_step) != trainer.global_step:
+                loop._batches_that_stepped = trainer.global_step
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Count the batch's samples."""
+        """Count the batch's samples; write the epoch's last step if Lightning's rule skipped it."""
         first = batch[0] if isinstance(batch, (list, tuple)) else batch
         self._samples += len(first) if isinstance(first, torch.Tensor) else 0
+        every = int(getattr(trainer, "log_every_n_steps", 50))  # set on the Trainer by Lightning
+        if not (self.enabled and trainer.is_last_batch and every > 0) or trainer.global_step % every == 0:
+            return
+        values = {key: trainer.callback_metrics[key] for key in STEP_KEYS if key in trainer.callback_metrics}
+        if values:
+            step = trainer.global_step - 1  # Lightning's step column for this step's values
+            for logger in trainer.loggers:
+                logger.log_metrics({key: float(value) for key, value in values.items()}, step=step)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch's time and throughput."""

@@ -4,12 +4,12 @@ Every class imported here is registered for short names on the command line
 (``--data=DiabetesDataModule``); import a new DataModule here to make its short name work.
 """
 
-from project.data.base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
-from project.data.collate import pad_sequences
-from project.data.diabetes import DiabetesDataModule, column_mean_std
-from project.data.digits import DigitsDataModule
-from project.data.synthetic import SyntheticDataModule
-from project.data.vision import (
+from .base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
+from .collate import pad_sequences
+from .diabetes import DiabetesDataModule, column_mean_std
+from .digits import DigitsDataModule
+from .synthetic import SyntheticDataModule
+from .vision import (
     CIFAR10DataModule,
     FashionMNISTDataModule,
     MNISTDataModule,

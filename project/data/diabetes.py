@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from project.data.base import BaseDataModule, TensorDataset, check_fractions, seeded_split
+from .base import BaseDataModule, TensorDataset, check_fractions, seeded_split
 
 
 def column_mean_std(features: Tensor) -> tuple[Tensor, Tensor]:

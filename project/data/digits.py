@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from project.data.base import (
+from .base import (
     BaseDataModule,
     TensorDataset,
     channel_mean_std,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from project.data.base import BaseDataModule, TensorDataset
+from .base import BaseDataModule, TensorDataset
 
 
 class SyntheticDataModule(BaseDataModule):

@@ -10,8 +10,8 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
 
-from project.data.base import BaseDataModule, seeded_split
-from project.errors import DataError
+from ..errors import DataError
+from .base import BaseDataModule, seeded_split
 
 
 class TorchvisionDataModule(BaseDataModule):

@@ -5,9 +5,9 @@ jsonargparse) resolves ``--model=TabularRegressor`` among the imported subclasse
 ``LightningModule``. Import a new task's module here to make its short name work.
 """
 
-from project.models.backbones import SimpleCNN, TorchvisionResNet
-from project.models.base import BaseModule
-from project.models.classifier import ImageClassifier
-from project.models.regressor import TabularRegressor
+from .backbones import SimpleCNN, TorchvisionResNet
+from .base import BaseModule
+from .classifier import ImageClassifier
+from .regressor import TabularRegressor
 
 __all__ = ["BaseModule", "ImageClassifier", "SimpleCNN", "TabularRegressor", "TorchvisionResNet"]

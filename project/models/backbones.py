@@ -67,15 +67,15 @@ class TorchvisionResNet(nn.Module):
     32x32 inputs are not reduced to 1x1 before the last stage.
 
     Args:
+        in_channels: Channels of the input images (first, so the classifier can pass it).
         arch: Name of the torchvision constructor.
-        in_channels: Channels of the input images.
         small_input: Use the 3x3 stem for inputs of about 32x32 pixels.
 
     Shapes:
         input ``[B, in_channels, H, W]`` -> output ``[B, 512]`` (resnet18/34) or ``[B, 2048]`` (resnet50).
     """
 
-    def __init__(self, arch: str = "resnet18", in_channels: int = 3, small_input: bool = True) -> None:
+    def __init__(self, in_channels: int = 3, arch: str = "resnet18", small_input: bool = True) -> None:
         super().__init__()
         import torchvision
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -11,8 +12,8 @@ from torch.utils.checkpoint import checkpoint
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from project.models.backbones import SimpleCNN
-from project.models.base import BaseModule
+from .backbones import SimpleCNN
+from .base import BaseModule, save_hyperparameters_safely
 
 #: Label that the loss and the metrics skip (``torch.nn.functional.cross_entropy``'s default).
 IGNORE_INDEX = -100
@@ -25,13 +26,18 @@ class ImageClassifier(BaseModule):
     ``stage`` in train/val/test, and ``val/acc_best``.
 
     Args:
-        backbone: Feature extractor with an ``out_features`` attribute
-            (see ``project.models.backbones``); ``None`` means ``SimpleCNN()`` (1 input channel).
+        backbone: A callable that takes the number of input channels and returns the feature
+            extractor, an ``nn.Module`` with an integer ``out_features`` attribute (see
+            ``project.models.backbones``); in YAML a ``class_path`` (e.g. ``SimpleCNN``) whose
+            ``init_args`` are all but ``in_channels``.
+        in_channels: Channels of the input images (1 greyscale, 3 RGB).
         num_classes: Number of classes; labels must be integers in ``[0, num_classes)``.
         label_smoothing: Cross-entropy label smoothing in ``[0, 1)``.
         activation_checkpointing: Recompute the backbone's activations in the backward pass instead of
             storing them (``torch.utils.checkpoint``): less memory, about one extra forward of compute.
-        optimizer, lr_scheduler, lr_scheduler_monitor, best_metric, best_mode: see :class:`BaseModule`.
+        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, best_metric, best_mode:
+            see :class:`BaseModule`. The CLI links ``num_classes`` and ``in_channels`` from the
+            DataModule's ``num_classes`` and ``dims[0]``.
 
     Shapes:
         ``forward``: images ``[B, C, H, W]`` float -> logits ``[B, num_classes]`` float.
@@ -40,52 +46,48 @@ class ImageClassifier(BaseModule):
 
     def __init__(
         self,
-        backbone: nn.Module | None = None,
+        backbone: Callable[[int], nn.Module] = SimpleCNN,
+        in_channels: int = 1,
         num_classes: int = 10,
         label_smoothing: float = 0.0,
         activation_checkpointing: bool = False,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
+        lr_scheduler_interval: Literal["step", "epoch"] = "epoch",
         lr_scheduler_monitor: str = "val/loss",
         best_metric: str = "acc",
         best_mode: Literal["max", "min"] = "max",
     ) -> None:
-        super().__init__(
-            optimizer, lr_scheduler, lr_scheduler_monitor, best_metric=best_metric, best_mode=best_mode
-        )
         if num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: a classifier needs at least 2 classes")
-        backbone = SimpleCNN() if backbone is None else backbone
+        metrics = MetricCollection(
+            {
+                "acc": MulticlassAccuracy(num_classes, average="micro", ignore_index=IGNORE_INDEX),
+                "f1": MulticlassF1Score(num_classes, average="macro", ignore_index=IGNORE_INDEX),
+            }
+        )
+        super().__init__(
+            optimizer,
+            lr_scheduler,
+            lr_scheduler_interval,
+            lr_scheduler_monitor,
+            metrics=metrics,
+            best_metric=best_metric,
+            best_mode=best_mode,
+        )
+        backbone = backbone(in_channels)
         out_features = getattr(backbone, "out_features", None)
         if not isinstance(out_features, int):
             raise TypeError(
                 f"backbone {type(backbone).__name__} has no integer attribute 'out_features'; "
                 "set it to the size of the features its forward returns"
             )
-        self.save_hyperparameters()
+        save_hyperparameters_safely(self)
         self.backbone = backbone
         self.head = nn.Linear(out_features, num_classes)
         self.num_classes = num_classes
         self.label_smoothing = label_smoothing
         self.activation_checkpointing = activation_checkpointing
-        self.setup_metrics()
-
-    def build_metrics(self) -> MetricCollection:
-        """Accuracy (``acc``, micro) and macro F1 (``f1``) over ``num_classes`` classes.
-
-        Labels equal to -100 are skipped, as the cross-entropy of :meth:`compute_loss` skips them (its
-        ``ignore_index``). ``validate_args=False``: torchmetrics' input check counts the distinct
-        labels with ``torch.unique`` on every update, a host-device synchronisation per step on a GPU,
-        and the cross-entropy has already rejected any other label outside ``[0, num_classes)`` on the
-        same batch.
-        """
-        k, skip = self.num_classes, IGNORE_INDEX
-        return MetricCollection(
-            {
-                "acc": MulticlassAccuracy(k, average="micro", ignore_index=skip, validate_args=False),
-                "f1": MulticlassF1Score(k, average="macro", ignore_index=skip, validate_args=False),
-            }
-        )
 
     def forward(self, x: Tensor) -> Tensor:
         """Map images ``[B, C, H, W]`` to logits ``[B, num_classes]``."""
@@ -96,9 +98,7 @@ class ImageClassifier(BaseModule):
         return self.head(features)
 
     def metric_inputs(self, output: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
-        """Predicted classes ``[B]`` int64 (argmax of the logits ``[B, K]``, what the metrics take
-        from logits anyway) and the labels ``[B]``: one value per sample to hold until the metrics'
-        next update (see :attr:`BaseModule.metric_update_batches`)."""
+        """Predicted classes ``[B]`` int64 (argmax of the logits ``[B, K]``) and the labels ``[B]``."""
         return output.argmax(dim=-1), target
 
     def compute_loss(self, output: Tensor, target: Tensor) -> Tensor:

@@ -10,7 +10,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
-from project.models.base import BaseModule
+from .base import BaseModule, save_hyperparameters_safely
 
 
 class TabularRegressor(BaseModule):
@@ -32,10 +32,10 @@ class TabularRegressor(BaseModule):
     the evaluated split) for ``stage`` in train/val/test, and ``val/<best_metric>_best``.
 
     Args:
-        in_features: Number of input features ``F``.
+        in_features: Number of input features ``F`` (linked from the DataModule's ``num_features``).
         hidden_sizes: Widths of the hidden layers.
         dropout: Dropout probability after each hidden layer.
-        optimizer, lr_scheduler, lr_scheduler_monitor: see :class:`BaseModule`.
+        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see :class:`BaseModule`.
         best_metric, best_mode: see :class:`BaseModule` (default ``mae``, ``min``: ``val/mae_best``).
 
     Shapes:
@@ -53,14 +53,20 @@ class TabularRegressor(BaseModule):
         dropout: float = 0.1,
         optimizer: OptimizerCallable = torch.optim.AdamW,
         lr_scheduler: LRSchedulerCallable | None = None,
+        lr_scheduler_interval: Literal["step", "epoch"] = "epoch",
         lr_scheduler_monitor: str = "val/loss",
         best_metric: str = "mae",
         best_mode: Literal["max", "min"] = "min",
     ) -> None:
+        metrics = MetricCollection(
+            {"mae": MeanAbsoluteError(), "rmse": MeanSquaredError(squared=False), "r2": R2Score()}
+        )
         super().__init__(
             optimizer,
             lr_scheduler,
+            lr_scheduler_interval,
             lr_scheduler_monitor,
+            metrics=metrics,
             best_metric=best_metric,
             best_mode=best_mode,
         )
@@ -70,7 +76,7 @@ class TabularRegressor(BaseModule):
             raise ValueError(f"hidden_sizes={list(hidden_sizes)}: every layer needs at least one unit")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout={dropout}: must be in [0, 1)")
-        self.save_hyperparameters()
+        save_hyperparameters_safely(self)
         layers: list[nn.Module] = []
         width = in_features
         for size in hidden_sizes:
@@ -80,17 +86,11 @@ class TabularRegressor(BaseModule):
         self.net = nn.Sequential(*layers)
         self.register_buffer("target_mean", torch.tensor(0.0))
         self.register_buffer("target_std", torch.tensor(1.0))
-        self.setup_metrics()
-
-    def build_metrics(self) -> MetricCollection:
-        """MAE (``mae``), RMSE (``rmse``) and R2 (``r2``) on the original target scale."""
-        return MetricCollection(
-            {"mae": MeanAbsoluteError(), "rmse": MeanSquaredError(squared=False), "r2": R2Score()}
-        )
 
     def setup(self, stage: str) -> None:
         """Take ``target_mean`` / ``target_std`` from the trainer's DataModule when it has them."""
-        datamodule = getattr(self.trainer, "datamodule", None) if self._trainer is not None else None
+        super().setup(stage)
+        datamodule = getattr(self.trainer, "datamodule", None)
         for name in ("target_mean", "target_std"):
             value = getattr(datamodule, name, None)
             if value is not None:

@@ -1,0 +1,179 @@
+"""Checkpoints and runs as a user meets them over several commands: last is last, best is best, a
+resume continues its run, and no run writes a file of another run."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import CONFIGS, FAST, RunCLI, run_dirs, run_module
+
+from project.cli import ProjectCLI
+
+SCRIPTED = ["--model=training_helpers.ScriptedClassifier"]
+
+
+def epoch_of(path: Path) -> int:
+    return int(torch.load(path, weights_only=True, map_location="cpu")["epoch"])
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` (relative path -> digest)."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def metric_rows(run_dir: Path, key: str) -> list[tuple[int, int, float]]:
+    """``(epoch, step, value)`` of every row of ``metrics.csv`` that has ``key``."""
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        return [
+            (int(row["epoch"]), int(row["step"]), float(row[key]))
+            for row in csv.DictReader(handle)
+            if row.get(key)
+        ]
+
+
+def assert_same_rows(run: Path, reference: Path, key: str) -> None:
+    """``key`` is logged at the same epochs and steps, with the same values (to 1e-6), in both runs."""
+    rows, expected = metric_rows(run, key), metric_rows(reference, key)
+    assert [row[:2] for row in rows] == [row[:2] for row in expected], key
+    assert [row[2] for row in rows] == pytest.approx([row[2] for row in expected], rel=1e-6, abs=1e-6), key
+
+
+def test_last_is_the_latest_epoch_and_best_the_best_when_the_metric_gets_worse(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", *SCRIPTED, "--model.scores=[0.5,0.7,0.6]", "--trainer.max_epochs=3")
+    folder = cli.run_dir / "checkpoints"
+    assert epoch_of(folder / "last.ckpt") == 2
+    assert epoch_of(folder / "best.ckpt") == 1
+    assert [v for _, _, v in metric_rows(cli.run_dir, "val/acc_best")] == pytest.approx([0.5, 0.7, 0.7])
+
+
+def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(run_cli: RunCLI, workdir: Path) -> None:
+    # (the warmup-cosine length follows max_epochs, which differs here)
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--lr_schedule.enabled=false"]
+    straight = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=straight")
+    first = run_cli("fit", *args, "--trainer.max_epochs=2", "--run_name=resumed")
+    run_cli("fit", *args, "--trainer.max_epochs=3", "--ckpt_path=last")
+    again = run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")  # resume twice
+    assert again.run_dir == first.run_dir  # no new run folder
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == ["resumed", "straight"]
+    folder = first.run_dir / "checkpoints"
+    assert epoch_of(folder / "last.ckpt") == 3 and epoch_of(folder / "best.ckpt") == 1
+    for key in ("val/acc_best", "val/acc", "train/loss", "train/acc"):
+        assert_same_rows(first.run_dir, straight.run_dir, key)
+    assert [v for _, _, v in metric_rows(first.run_dir, "val/acc_best")] == pytest.approx(
+        [0.5, 0.7, 0.7, 0.7]
+    )
+    assert (first.run_dir / "config.yaml").is_file() and (first.run_dir / "config.resume-2.yaml").is_file()
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, again.model.state_dict()[name]), name
+
+
+def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> None:
+    cli = run_cli(
+        "fit",
+        *SCRIPTED,
+        "--model.scores=[0.5,0.9,0.6,0.8,0.3]",
+        "--trainer.max_epochs=5",
+        "--checkpoint.save_top_k=3",
+        "--checkpoint.filename=top-{epoch}",
+    )
+    test = run_cli("test", "--ckpt_path=best")
+    assert Path(test.config.test.ckpt_path).name == "top-epoch=1.ckpt"
+    assert len(list((cli.run_dir / "checkpoints").glob("top-*.ckpt"))) == 3
+    run_cli(
+        "fit",
+        *SCRIPTED,
+        "--model.scores=[0.5,0.9,0.6,0.8,0.3]",
+        "--model.best_mode=min",
+        "--trainer.max_epochs=5",
+        "--checkpoint.save_top_k=2",
+    )
+    test = run_cli("test", "--ckpt_path=best")
+    assert epoch_of(Path(test.config.test.ckpt_path)) == 4  # the lowest score
+
+
+def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_the_old_run(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    first = run_cli("fit", "--run_name=A", "--trainer.max_epochs=2")
+    before = hashes(first.run_dir)
+    config = str(first.run_dir / "config.yaml")
+    rerun = ProjectCLI(args=["fit", "--config", config, "--run_name=B"])
+    assert rerun.run_dir.name == "B" and (rerun.run_dir / "checkpoints" / "best.ckpt").is_file()
+    auto = ProjectCLI(args=["fit", "--config", config])  # the saved run_name is not reused
+    assert auto.run_dir.name not in ("A", "B")
+    branch = run_cli(
+        "fit", "--run_name=C", "--trainer.max_epochs=3", f"--ckpt_path={first.run_dir}/checkpoints/last.ckpt"
+    )
+    assert epoch_of(branch.run_dir / "checkpoints" / "last.ckpt") == 2
+    assert hashes(first.run_dir) == before
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == sorted(["A", "B", "C", auto.run_dir.name])
+
+
+def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI) -> None:
+    steps = ["--trainer.limit_train_batches=4", "--trainer.log_every_n_steps=1", "--trainer.max_epochs=-1"]
+    steps += ["--lr_schedule.enabled=false"]  # its length follows max_steps, which differs here
+    straight = run_cli("fit", *steps, "--trainer.max_steps=8", "--run_name=straight")
+    first = run_cli("fit", *steps, "--trainer.max_steps=4", "--run_name=resumed")
+    run_cli("fit", *steps, "--trainer.max_steps=8", "--ckpt_path=last")
+    for key in ("train/loss", "train/acc", "val/acc"):
+        assert_same_rows(first.run_dir, straight.run_dir, key)
+    assert all(value > 0 for _, _, value in metric_rows(first.run_dir, "train/acc"))
+
+
+def test_a_resumed_run_keeps_its_wandb_id(tmp_path: Path) -> None:
+    env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    fast = [*FAST, "--trainer.max_epochs=1"]
+    run_module(["fit", *fast, "--config", str(CONFIGS / "logger" / "wandb.yaml")], cwd=tmp_path, env=env)
+    (run,) = run_dirs(tmp_path / "logs")
+    ids = {path.name.rsplit("-", 1)[-1] for path in (run / "wandb").glob("offline-run-*")}
+    run_module(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last"], cwd=tmp_path, env=env)
+    runs = list((run / "wandb").glob("offline-run-*"))
+    assert len(ids) == 1 and len(runs) == 2  # two offline segments of one W&B run
+    assert {path.name.rsplit("-", 1)[-1] for path in runs} == ids
+    assert run_dirs(tmp_path / "logs") == [run]
+
+
+def test_a_plain_lightning_checkpoint_of_the_projects_classes_reloads(tmp_path: Path) -> None:
+    from lightning.pytorch import Trainer
+
+    from project.data import DigitsDataModule
+    from project.models import ImageClassifier
+
+    def trainer(epochs: int) -> Trainer:
+        return Trainer(
+            max_epochs=epochs,
+            default_root_dir=tmp_path,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_train_batches=2,
+            limit_val_batches=1,
+        )
+
+    model = ImageClassifier(num_classes=10)
+    first = trainer(1)
+    first.fit(model, DigitsDataModule())
+    first.save_checkpoint(tmp_path / "plain.ckpt")
+    reloaded = ImageClassifier.load_from_checkpoint(tmp_path / "plain.ckpt")  # Lightning's default loading
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, reloaded.state_dict()[name]), name
+    second = trainer(2)
+    second.fit(ImageClassifier(), DigitsDataModule(), ckpt_path=tmp_path / "plain.ckpt")
+    assert second.current_epoch == 2
+
+
+def test_the_private_lightning_hook_we_override_still_exists() -> None:
+    """``ProjectCLI._parse_ckpt_path`` replaces LightningCLI's private method of that name (it would
+    load the checkpoint a second time, ignoring --weights_only and the links). If Lightning renames it,
+    this fails instead of the CLI silently loading checkpoints twice."""
+    from lightning.pytorch.cli import LightningCLI
+
+    assert callable(getattr(LightningCLI, "_parse_ckpt_path", None))
