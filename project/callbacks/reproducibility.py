@@ -69,7 +69,7 @@ class ExactResume(Callback):
 
     ``seed`` defaults to the global seed set by ``seed_everything`` (env ``PL_GLOBAL_SEED``); a resumed
     run continues with the seed stored in its checkpoint. With no seed at all epochs are not reseeded
-    (the callback says so once); the saved states still make a resume exact.
+    (the callback says so once); the saved states are still restored on resume.
 
     Args:
         seed: Base seed; ``None`` means the ``seed_everything`` value.
