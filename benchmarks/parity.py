@@ -6,7 +6,8 @@ Trains the same network on the same data with the same optimizer (AdamW, PyTorch
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
-  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume`` callback;
+  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume`` callback and
+  calling the training sampler's ``set_epoch`` as Lightning does;
 - ``template``: ``ProjectCLI(...).trainer.fit`` with every default callback, metric, logger and the
   progress bar (checkpoint writing is timed separately and reported on its own line);
 - ``bare``: ``lightning.Trainer`` with no callbacks, logger, checkpointing or progress bar and a minimal
@@ -262,6 +263,7 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
     start = _clock()
     data = workload.make_data()
     data.setup("fit")
+    data.shuffle_seed = seed  # type: ignore[attr-defined]  # the template's: the seed_everything value
     train_loader, val_loader = data.train_dataloader(), data.val_dataloader()
     schedule = _schedule(epochs * len(train_loader))
     step = 0
@@ -271,6 +273,7 @@ def run_plain(workload: Workload, epochs: int, seed: int, device: torch.device) 
     for epoch in range(epochs):
         epoch_starts.append(_clock())
         _reseed(epoch_seed(seed, epoch))  # what ExactResume does at every epoch start
+        train_loader.sampler.set_epoch(epoch)  # as Lightning does
         model.train()
         for inputs, target in train_loader:
             inputs, target = inputs.to(device, non_blocking=True), target.to(device, non_blocking=True)
@@ -314,16 +317,12 @@ class BareClassifier(LightningModule):
         self.total_steps = total_steps
         self.seed = seed
         self.last_loss = torch.zeros(())
-        self.first_epoch = True
 
     def forward(self, x: Tensor) -> Tensor:
         return self.net(x)
 
     def on_train_epoch_start(self) -> None:
         _reseed(epoch_seed(self.seed, self.current_epoch))
-        if self.first_epoch:  # the first epoch's iterator exists already (see ExactResume)
-            self.first_epoch = False
-            iter(self.trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         inputs, target = batch
@@ -354,6 +353,7 @@ class BareClassifier(LightningModule):
 def run_bare(workload: Workload, epochs: int, seed: int, accelerator: str) -> Result:
     """(c) A bare Lightning Trainer: no callbacks, logger, checkpointing, progress bar or summary."""
     data = workload.make_data()
+    data.shuffle_seed = seed  # type: ignore[attr-defined]  # as the template's seed_everything value
     probe = workload.make_data()
     probe.setup("fit")
     steps_per_epoch = len(probe.train_dataloader())

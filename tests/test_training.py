@@ -224,37 +224,6 @@ def test_resume_after_epoch_k_is_bit_identical_to_an_uninterrupted_run(
     assert resumed_rec.step_lrs == full_rec.step_lrs[10:], "the LR curve must continue exactly"
 
 
-def test_mid_epoch_checkpoint_resumes_counts_and_later_epochs_but_not_bit_identical(
-    run_cli: RunCLI, workdir: Path
-) -> None:
-    Recorder.runs.clear()
-    args = ["fit", "--trainer.max_epochs=4", "--trainer.limit_train_batches=5", *RECORD]
-    full = run_cli(
-        *args,
-        "--run_name=full",
-        "--checkpoint.every_n_train_steps=7",
-        "--checkpoint.monitor=null",
-        "--checkpoint.save_top_k=-1",
-        "--checkpoint.filename={step}",
-    )
-    with pytest.warns(UserWarning, match="ended before the epoch ended"):
-        resumed = run_cli(
-            *args, "--run_name=resumed", f"--ckpt_path={workdir}/logs/full/checkpoints/step=7.ckpt"
-        )
-    full_rec, resumed_rec = Recorder.runs
-    # the interrupted epoch (epoch 1, 2 of 5 batches done) is finished with 3 batches of a fresh shuffle
-    assert resumed_rec.epochs_seen == [1] * 3 + [2] * 5 + [3] * 5
-    assert resumed.trainer.global_step == full.trainer.global_step == 20
-    assert resumed_rec.step_lrs == full_rec.step_lrs[7:]
-    # from the next epoch on, data order and augmentation are again those of the uninterrupted run
-    for a, b in zip(full_rec.inputs[10:], resumed_rec.inputs[3:], strict=True):
-        assert torch.equal(a, b)
-    # ... but the three replacement batches make the final weights differ (documented in README)
-    assert any(
-        not torch.equal(a, b) for a, b in zip(full_rec.inputs[7:10], resumed_rec.inputs[:3], strict=True)
-    )
-
-
 def test_warmup_cosine_closed_form() -> None:
     total, warmup, start, floor = 101, 10, 0.01, 0.05
     assert warmup_cosine_factor(0, total, warmup, start, floor) == pytest.approx(start)

@@ -19,9 +19,10 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return int(np.random.SeedSequence([seed, epoch]).generate_state(1)[0])
 
 
-def collect_rng_states() -> dict[str, Any]:
-    """The python, numpy, torch and CUDA generator states, in types ``torch.load(weights_only=True)``
-    accepts (numpy's key array is stored as an ``int64`` tensor)."""
+def collect_rng_states(cuda: bool = True) -> dict[str, Any]:
+    """The python, numpy, torch and (with ``cuda`` and a GPU) CUDA generator states, in types
+    ``torch.load(weights_only=True)`` accepts (numpy's key array is stored as an ``int64`` tensor).
+    Pass ``cuda=False`` in a DataLoader worker process (CUDA must not be initialised there)."""
     kind, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
     states: dict[str, Any] = {
         "python": random.getstate(),
@@ -34,7 +35,7 @@ def collect_rng_states() -> dict[str, Any]:
         ),
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
+    if cuda and torch.cuda.is_available():
         states["torch.cuda"] = torch.cuda.get_rng_state_all()
     return states
 
@@ -51,36 +52,77 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 class ExactResume(Callback):
-    """Make every training epoch's randomness a function of ``(seed, epoch)`` only.
+    """Make a resumed run draw exactly the random numbers the uninterrupted run draws.
 
-    At the start of each training epoch the python, numpy and torch (CPU and CUDA) generators are
-    seeded with :func:`epoch_seed`. Shuffling (``RandomSampler`` draws its seed from torch's global
-    generator when the epoch's iterator is created), DataLoader worker seeds (drawn the same way),
-    augmentation and dropout therefore repeat exactly in a resumed run: stopping after epoch ``k`` and
-    resuming from that checkpoint gives bit-identical weights to an uninterrupted run on the same
-    hardware. The generators' states are also saved in the checkpoint and restored on load, which
-    covers randomness between the restore and the next epoch start.
+    - At the start of each training epoch the python, numpy and torch (CPU and CUDA) generators are
+      seeded with :func:`epoch_seed` ``(seed, epoch)``, so dropout and main-process augmentation of an
+      epoch do not depend on what ran before it.
+    - The generators' states are saved in every checkpoint and restored when training starts in a
+      resumed run (in ``on_train_start``: after Lightning has created the training iterator, before the
+      first batch), which covers a resume in the middle of an epoch, where no epoch start comes.
+
+    The data order and the DataLoader workers' random streams are the training loader's part
+    (:mod:`project.data.stateful`: a ``StatefulDataLoader``, whose position Lightning saves in the
+    checkpoint). Together: resuming from any checkpoint, at an epoch boundary or mid-epoch, ends with
+    weights bit-identical to an uninterrupted run on the same hardware (README, "Checkpoints and exact
+    resume").
 
     ``seed`` defaults to the global seed set by ``seed_everything`` (env ``PL_GLOBAL_SEED``); a resumed
-    run continues with the seed stored in its checkpoint. With no seed at all the callback does
-    nothing and says so once.
+    run continues with the seed stored in its checkpoint. With no seed at all epochs are not reseeded
+    (the callback says so once); the saved states are still restored on resume.
 
     Args:
         seed: Base seed; ``None`` means the ``seed_everything`` value.
-        enabled: Turn the per-epoch reseeding off (RNG states are then not saved either).
+        enabled: Turn the callback off (no reseeding, no RNG states in checkpoints).
     """
 
     def __init__(self, seed: int | None = None, enabled: bool = True) -> None:
         self.seed = seed
         self.enabled = enabled
         self._warned = False
-        self._run_start_epoch = -1
+        self._resume_state: dict[str, Any] | None = None
+        # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
+        # in its on_train_batch_end needs the fix in on_train_start
+        self._batch: tuple[int, bool] = (0, False)
 
     def _base_seed(self) -> int | None:
         if self.seed is not None:
             return self.seed
         env = os.environ.get("PL_GLOBAL_SEED")
         return int(env) if env is not None else None
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """In a resumed run, restore the checkpoint's generator states (and see below)."""
+        state, self._resume_state = self._resume_state, None
+        if state is None:
+            return
+        set_rng_states(state["rng_states"])
+        epoch, last_batch = state.get("batch", (0, False))
+        if last_batch and trainer.current_epoch > epoch:
+            # The checkpoint was saved in on_train_batch_end of its epoch's last batch. Lightning (2.6)
+            # then counts that epoch as done and runs the next one without its on_train_epoch_start
+            # and without a new iterator: the restored one, which is at the end of the old epoch.
+            # Give the new epoch its seeds and its own iterator, in the order of an epoch start
+            # (the private fetcher is pinned by tests/test_exact_resume.py).
+            self.on_train_epoch_start(trainer, pl_module)
+            sampler = getattr(trainer.train_dataloader, "sampler", None)
+            if callable(getattr(sampler, "set_epoch", None)):
+                sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
+            iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        """Note whether this is the epoch's last batch (saved with a checkpoint taken in this batch)."""
+        self._batch = (trainer.current_epoch, batch_idx + 1 >= trainer.num_training_batches)
+
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """A checkpoint from here on is no longer one of a training batch's end."""
+        self._batch = (trainer.current_epoch, False)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """A checkpoint from here on is no longer one of a training batch's end."""
+        self._batch = (trainer.current_epoch, False)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Seed python, numpy and torch with ``epoch_seed(seed, current_epoch)``."""
@@ -96,27 +138,15 @@ class ExactResume(Callback):
         random.seed(seed)
         np.random.seed(seed)
         torch.manual_seed(seed)  # also seeds every CUDA device
-        if trainer.current_epoch == self._run_start_epoch:
-            # Lightning creates the first epoch's iterator (and prefetches a batch) in
-            # FitLoop.setup_data, before this hook; later epochs create it right after this hook.
-            # Re-create it now so it, too, starts from the reseeded state.
-            self._run_start_epoch = -1
-            fetcher = getattr(trainer.fit_loop, "_data_fetcher", None)
-            if fetcher is not None:
-                iter(fetcher)
-
-    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Remember the epoch this run starts in (after a mid-epoch restart its start hook is skipped)."""
-        self._run_start_epoch = trainer.current_epoch
 
     def state_dict(self) -> dict[str, Any]:
         """The base seed and the current python/numpy/torch/CUDA generator states."""
         if not self.enabled:
             return {}
-        return {"seed": self._base_seed(), "rng_states": collect_rng_states()}
+        return {"seed": self._base_seed(), "rng_states": collect_rng_states(), "batch": self._batch}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore the generator states saved by :meth:`state_dict` (a no-op for an empty state)."""
+        """Take the seed and keep the generator states for ``on_train_start`` (a no-op for ``{}``)."""
         if not self.enabled or not state_dict:
             return
         saved_seed = state_dict.get("seed")
@@ -127,4 +157,4 @@ class ExactResume(Callback):
                     "ExactResume: continuing with the checkpoint's seed %s, not %s", saved_seed, current
                 )
             self.seed = int(saved_seed)
-        set_rng_states(state_dict["rng_states"])
+        self._resume_state = state_dict

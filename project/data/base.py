@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,6 +11,8 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
+
+from project.data.stateful import resumable_train_loader
 
 
 class TensorDataset(Dataset[tuple[Tensor, Tensor]]):
@@ -87,14 +91,20 @@ class BaseDataModule(LightningDataModule):
     ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. to
     :class:`~project.data.collate.PadCollate` for variable-length sequences.
 
+    The training loader is a ``torchdata`` ``StatefulDataLoader`` (:mod:`project.data.stateful`):
+    Lightning keeps its position in checkpoints, and its shuffle order is a function of
+    ``(shuffle_seed, epoch)``, so a resume from any step repeats the uninterrupted run exactly.
+    ``shuffle_seed`` is the ``seed_everything`` value (``PL_GLOBAL_SEED``, else a random one), fixed at
+    the first :meth:`train_dataloader` call and kept in checkpoints (:meth:`state_dict`).
+
     Args:
         batch_size: Samples per batch per device (the global batch is ``batch_size * devices *
             accumulate_grad_batches``).
         num_workers: DataLoader worker processes; 0 loads in the main process.
         pin_memory: Page-lock host batches for faster, asynchronous copies to a GPU.
         persistent_workers: Keep workers alive between epochs (only with ``num_workers > 0``). Saves
-            start-up time per epoch; note that exact resume of augmentations then needs resuming at
-            the same epoch boundary as the original run used (see README, "Exact resume").
+            start-up time per epoch; note that worker-side augmentation then resumes exactly only from
+            a mid-epoch checkpoint (see README, "Checkpoints and exact resume").
         prefetch_factor: Batches each worker loads ahead (only with ``num_workers > 0``; ``None`` keeps
             PyTorch's default of 2).
     """
@@ -128,23 +138,44 @@ class BaseDataModule(LightningDataModule):
         self.test_set: Dataset[Any] | None = None
         self.predict_set: Dataset[Any] | None = None
         self.collate_fn: Callable[[list[Any]], Any] | None = None
+        self.shuffle_seed: int | None = None
 
     def _loader(self, dataset: Dataset[Any] | None, split: str, shuffle: bool) -> DataLoader[Any]:
         if dataset is None:
             raise RuntimeError(f"the {split} split is not set up; call setup() for the right stage first")
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            shuffle=shuffle,
-            num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
-            persistent_workers=self.persistent_workers,
-            prefetch_factor=self.prefetch_factor,
-            collate_fn=self.collate_fn,
-        )
+        settings: dict[str, Any] = {
+            "batch_size": self.batch_size,
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "persistent_workers": self.persistent_workers,
+            "prefetch_factor": self.prefetch_factor,
+            "collate_fn": self.collate_fn,
+        }
+        if split == "train":  # resumable from any step (project/data/stateful.py)
+            if self.shuffle_seed is None:
+                env = os.environ.get("PL_GLOBAL_SEED")
+                self.shuffle_seed = int(env) if env is not None else random.randrange(2**32)
+            # the epoch the first iterator serves: what Lightning passes to `set_epoch` (after a resume from
+            # an end-of-epoch checkpoint `current_epoch` is still the finished epoch at this point)
+            epoch = 0
+            if self.trainer is not None:
+                epoch = self.trainer.fit_loop.epoch_progress.current.processed  # type: ignore[attr-defined]
+            return resumable_train_loader(dataset, self.shuffle_seed, epoch, **settings)
+        # its own generator: creating an evaluation iterator (which draws the worker seed) leaves the
+        # global generators, and so the training run's randomness, untouched
+        return DataLoader(dataset, shuffle=shuffle, generator=torch.Generator(), **settings)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"shuffle_seed": ...}`` once the training loader exists (Lightning saves it in checkpoints)."""
+        return {} if self.shuffle_seed is None else {"shuffle_seed": self.shuffle_seed}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take the checkpoint's ``shuffle_seed``, so a resumed run shuffles like the original one."""
+        if state_dict.get("shuffle_seed") is not None:
+            self.shuffle_seed = int(state_dict["shuffle_seed"])
 
     def train_dataloader(self) -> DataLoader[Any]:
-        """Shuffled loader over the training split (augmentation on)."""
+        """Shuffled, resumable loader over the training split (augmentation on)."""
         return self._loader(self.train_set, "train", shuffle=True)
 
     def val_dataloader(self) -> DataLoader[Any]:
