@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningDataModule
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 class TensorDataset(Dataset[tuple[Tensor, Tensor]]):
@@ -132,16 +132,37 @@ class BaseDataModule(LightningDataModule):
     def _loader(self, dataset: Dataset[Any] | None, split: str, shuffle: bool) -> DataLoader[Any]:
         if dataset is None:
             raise RuntimeError(f"the {split} split is not set up; call setup() for the right stage first")
+        sampler = None if split == "train" else self.eval_sampler(dataset)
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
             shuffle=shuffle,
+            sampler=sampler,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
             prefetch_factor=self.prefetch_factor,
             collate_fn=self.collate_fn,
         )
+
+    def eval_sampler(self, dataset: Dataset[Any]) -> Sampler[int] | None:
+        """The sampler of a val/test/predict loader: ``None`` (in order) in one process; with several
+        processes (DDP) each rank gets every ``world_size``-th sample and nothing is repeated.
+
+        Lightning's own ``DistributedSampler`` (``Trainer(use_distributed_sampler=True)``) pads the
+        split with repeated samples so that every rank gets the same count; for ``validate`` and
+        ``test`` that counts some samples twice (360 of the 359-image digits test split on 2
+        processes) and the metrics differ from a single process. ``UnrepeatedDistributedSampler``
+        (Lightning's, the one it uses for ``predict``) lets the ranks differ by one sample instead,
+        and Lightning keeps a sampler that is already a ``DistributedSampler``. The metrics are
+        torchmetrics states synced over all ranks, so each sample counts exactly once.
+        """
+        trainer = self.trainer
+        if trainer is None or trainer.world_size <= 1 or not trainer.distributed_sampler_kwargs:
+            return None
+        from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+
+        return UnrepeatedDistributedSampler(dataset, shuffle=False, **trainer.distributed_sampler_kwargs)
 
     def train_dataloader(self) -> DataLoader[Any]:
         """Shuffled loader over the training split (augmentation on)."""
