@@ -38,6 +38,9 @@ class ImageClassifier(BaseModule):
         batches: ``(images [B, C, H, W] float32, labels [B] int64)``.
     """
 
+    #: Input and output names of an exported (ONNX) model, see ``project.export``.
+    export_names = ("images", "logits")
+
     def __init__(
         self,
         backbone: nn.Module | None = None,
