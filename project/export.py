@@ -3,29 +3,35 @@ eager PyTorch.
 
 Formats:
     ``onnx``: ``model.onnx`` through torch's dynamo ONNX exporter (``LightningModule.to_onnx``), input
-        ``images`` and output ``logits`` with a dynamic batch axis, weights inside the file (in
+        and output named by the model's ``export_names`` (the classifier's ``images``/``logits``, the
+        regressor's ``features``/``predictions``) with a dynamic batch axis, weights inside the file (in
         ``model.onnx.data`` next to it from 1.5 GiB of weights: ONNX files stop at 2 GB); checked with
-        onnxruntime at two batch sizes (the real batch and its first sample). Needs the ``export`` extra
+        onnxruntime. Needs the ``export`` extra
         (``pip install -e ".[export]"``: onnx, onnxruntime, onnxscript).
     ``torch_export``: ``model.pt2``, a ``torch.export.ExportedProgram`` with a dynamic batch axis
         (load with ``torch.export.load(path).module()``).
     ``torchscript``: ``model.torchscript.pt`` by tracing (``torch.jit.load``). TorchScript is
         deprecated in PyTorch; prefer ``torch_export``.
 
-The check runs the exported model and the eager model on a real batch of the run's test split (the
-data section of the run's ``config.yaml``) and fails (exit code 1) when the largest absolute
-difference of the outputs exceeds ``--tolerance`` (default 1e-4, for fp32).
+Every format is traced on a batch of at least 2 samples (whatever the run's ``batch_size``; a batch of
+1 would let ``torch.export`` specialise the batch axis to 1) with the batch axis declared dynamic.
+The check runs the exported model and the eager model on real samples of the run's test split (the
+data section of the run's ``config.yaml``) at two batch sizes: the largest available (up to
+``PARITY_BATCH_SIZE`` samples, gathered over as many test batches as needed) and 1. It fails
+(exit code 1) when the largest absolute difference of the outputs exceeds ``--tolerance`` (default
+1e-4, for fp32). An exporter that fails is one ``error:`` line naming the format and the cause
+(exit code 1).
 
 ``--quantize dynamic`` first applies int8 dynamic quantization to the ``nn.Linear`` layers
 (``torch.ao.quantization.quantize_dynamic``: weights int8, activations quantized per batch at run time,
-CPU only) and reports the test accuracy before and after; it is exported as TorchScript (neither the
-ONNX nor the ``torch.export`` path supports these quantized modules).
+CPU only) and reports the test metric before and after (accuracy for a classifier, whose targets are
+class indices; mean absolute error in the target's units for a regressor); it is exported as
+TorchScript (neither the ONNX nor the ``torch.export`` path supports these quantized modules).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -34,6 +40,8 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+
+from project.errors import ProjectError
 
 Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES: dict[str, str] = {
@@ -45,10 +53,19 @@ FILENAMES: dict[str, str] = {
 ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")
 INSTALL_HINT = 'pip install -e ".[export]"  (or: pip install onnx onnxruntime onnxscript)'
 DEFAULT_TOLERANCE = 1e-4
+#: Most test samples the parity check runs at once (fewer when the test split is smaller).
+PARITY_BATCH_SIZE = 64
+#: Input and output names for a model without an ``export_names`` attribute.
+DEFAULT_EXPORT_NAMES = ("inputs", "outputs")
 
 
-class ParityError(RuntimeError):
-    """The exported model's outputs differ from the eager model's by more than the tolerance."""
+class ParityError(ProjectError, RuntimeError):
+    """The exported model's outputs differ from the eager model's by more than the tolerance, or it
+    does not run at one of the checked batch sizes (exit code 1)."""
+
+
+class ExportError(ProjectError):
+    """An exporter (ONNX, ``torch.export``, TorchScript) failed on the model; exit code 1."""
 
 
 @dataclass
@@ -56,8 +73,8 @@ class ExportResult:
     """What :func:`export_checkpoint` wrote and measured.
 
     ``max_abs_diff`` maps a batch size to the largest absolute difference (exported vs eager logits)
-    on a real test batch of that size. ``accuracy`` holds test accuracies (``fp32``, ``int8``) when
-    quantizing.
+    on a real test batch of that size. ``accuracy`` holds the test metric (``fp32``, ``int8``) when
+    quantizing, and ``metric_name`` says which (``"accuracy"`` or ``"MAE"``, see :func:`test_metric`).
     """
 
     path: Path
@@ -65,7 +82,7 @@ class ExportResult:
     max_abs_diff: dict[int, float]
     tolerance: float
     accuracy: dict[str, float] = field(default_factory=dict)
-    metric_name: str = "acc"
+    metric_name: str = "accuracy"
 
 
 def missing_onnx_modules() -> list[str]:
@@ -91,14 +108,48 @@ def _dynamic_batch() -> tuple[dict[int, Any]]:
     return ({0: torch.export.Dim.DYNAMIC},)
 
 
+def export_names(model: nn.Module) -> tuple[str, str]:
+    """The model's ``(input name, output name)`` for ONNX: its ``export_names`` attribute (the
+    classifier's ``("images", "logits")``, the regressor's ``("features", "predictions")``), else
+    :data:`DEFAULT_EXPORT_NAMES`."""
+    names = getattr(model, "export_names", DEFAULT_EXPORT_NAMES)
+    return str(names[0]), str(names[1])
+
+
+def trace_example(batch: Tensor) -> Tensor:
+    """The first two samples of ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``): tracing
+    on a batch of 1 lets ``torch.export`` (and so the dynamo ONNX exporter) specialise the batch axis
+    to 1, and the exported model then refuses any other batch size."""
+    return batch[:2] if len(batch) >= 2 else torch.cat([batch, batch])
+
+
 def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
-    """Export ``model`` (a LightningModule in eval mode) traced on ``example`` ``[B, ...]`` to ``path``.
+    """Export ``model`` (a LightningModule in eval mode) traced on ``example`` ``[B, ...]`` (``B >= 2``,
+    see :func:`trace_example`) to ``path``, with a dynamic batch axis.
 
     Raises:
         ModuleNotFoundError: ``fmt == "onnx"`` and onnx/onnxruntime/onnxscript are missing.
-        ValueError: an unknown ``fmt``.
+        ValueError: an unknown ``fmt``, or ``B < 2``.
+        ExportError: the exporter failed (the message names the format and the exporter's error).
     """
+    if fmt not in FILENAMES:
+        raise ValueError(f"format={fmt!r}: expected one of {sorted(FILENAMES)}")
+    if len(example) < 2:
+        raise ValueError(f"trace on at least 2 samples, got {len(example)}: 1 would fix the batch axis")
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _write_model(model, example, fmt, path)
+    except ModuleNotFoundError:
+        raise
+    except Exception as error:
+        raise ExportError(
+            f"--format {fmt}: exporting {type(model).__name__} failed: {type(error).__name__}: "
+            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        ) from error
+
+
+def _write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
+    input_name, output_name = export_names(model)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if fmt == "onnx":
@@ -109,8 +160,8 @@ def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
                 path,
                 (example,),
                 dynamo=True,
-                input_names=["images"],
-                output_names=["logits"],
+                input_names=[input_name],
+                output_names=[output_name],
                 dynamic_shapes=_dynamic_batch(),
                 external_data=_state_bytes(model) >= ONNX_EXTERNAL_DATA_BYTES,
                 verbose=False,
@@ -118,10 +169,8 @@ def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
         elif fmt == "torch_export":
             program = torch.export.export(model, (example,), dynamic_shapes=_dynamic_batch())
             torch.export.save(program, path)
-        elif fmt == "torchscript":
-            model.to_torchscript(path, method="trace", example_inputs=example)
         else:
-            raise ValueError(f"format={fmt!r}: expected one of {sorted(FILENAMES)}")
+            model.to_torchscript(path, method="trace", example_inputs=example)
 
 
 #: Models whose parameters and buffers reach this size (bytes) keep their ONNX weights in a separate
@@ -152,19 +201,26 @@ def run_exported(path: Path, fmt: str, inputs: Tensor) -> Tensor:
 
 
 def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, tolerance: float) -> dict[int, float]:
-    """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` (and on ``batch[:1]``).
+    """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` and on ``batch[:1]``.
 
     Two batch sizes check the dynamic batch axis. Returns ``{batch_size: max |exported - eager|}``.
 
     Raises:
-        ParityError: when a difference exceeds ``tolerance`` (or the outputs' shapes differ).
+        ParityError: when a difference exceeds ``tolerance``, the outputs' shapes differ, or the
+            exported model does not run at one of the batch sizes.
     """
     diffs: dict[int, float] = {}
     sizes = [batch] if len(batch) == 1 else [batch, batch[:1]]
     for inputs in sizes:
         with torch.no_grad():
             expected = eager(inputs).float()
-        actual = run_exported(path, fmt, inputs)
+        try:
+            actual = run_exported(path, fmt, inputs)
+        except Exception as error:
+            raise ParityError(
+                f"{fmt} export of {path} does not run on a batch of {len(inputs)}: {type(error).__name__}: "
+                f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            ) from error
         if actual.shape != expected.shape:
             raise ParityError(
                 f"{fmt} output shape {tuple(actual.shape)} != eager {tuple(expected.shape)} "
@@ -182,13 +238,37 @@ def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, toleranc
 
 
 def accuracy(logits: Tensor, targets: Tensor) -> float:
-    """Share of rows of ``logits`` ``[N, K]`` whose argmax equals ``targets`` ``[N]`` (0..1).
-
-    For a regression model (float ``targets``) it is the mean absolute error instead (lower is better).
-    """
-    if targets.dtype.is_floating_point:
-        return float((logits.reshape(targets.shape) - targets).abs().mean())
+    """Share of rows of ``logits`` ``[N, K]`` whose argmax equals ``targets`` ``[N]`` (0..1)."""
     return float((logits.argmax(dim=-1) == targets).float().mean())
+
+
+def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str, float]:
+    """The quantization check's metric for this task: ``("accuracy", ...)`` when ``targets`` are class
+    indices (integers), else ``("MAE", ...)``, the mean absolute error of ``outputs`` ``[N]`` in the
+    target's original units when the model has ``to_original_units`` (the regressor)."""
+    if not targets.dtype.is_floating_point:
+        return "accuracy", accuracy(outputs, targets)
+    to_units = getattr(model, "to_original_units", None)
+    outputs, targets = outputs.reshape(targets.shape), targets
+    if callable(to_units):
+        outputs, targets = to_units(outputs), to_units(targets)
+    return "MAE", float((outputs - targets).abs().mean())
+
+
+def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
+    """Up to ``max(size, first batch)`` inputs of ``loader``'s batches, concatenated ``[B, ...]``:
+    the largest batch available however small the run's ``batch_size``."""
+    from project.loading import split_batch
+
+    parts: list[Tensor] = []
+    for batch in loader:
+        parts.append(split_batch(batch)[0])
+        if sum(len(part) for part in parts) >= size:
+            break
+    if not parts:
+        raise ValueError("the test split is empty: nothing to check the export on")
+    inputs = torch.cat(parts)
+    return inputs if len(parts) == 1 else inputs[:size]
 
 
 def export_checkpoint(
@@ -208,27 +288,26 @@ def export_checkpoint(
     Raises:
         ParityError: the exported model differs from the eager one by more than ``tolerance``.
     """
-    from .loading import load_datamodule, load_model, predict_test_split, split_batch
+    from project.loading import load_datamodule, load_model, predict_test_split
 
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)
     datamodule.setup("test")
-    batch, batch_targets = split_batch(next(iter(datamodule.test_dataloader())))
-    batch_targets_float = batch_targets is not None and batch_targets.dtype.is_floating_point
+    batch = parity_batch(datamodule.test_dataloader())
     accuracies: dict[str, float] = {}
+    metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
-        logits, targets = predict_test_split(model, datamodule, desc="fp32 test accuracy")
-        accuracies["fp32"] = accuracy(logits, targets)
+        outputs, targets = predict_test_split(model, datamodule, desc="fp32 test metric")
+        metric, accuracies["fp32"] = test_metric(model, outputs, targets)
         eager = quantize_dynamic_int8(model).eval()
-        logits, targets = predict_test_split(eager, datamodule, desc="int8 test accuracy")
-        accuracies["int8"] = accuracy(logits, targets)
+        outputs, targets = predict_test_split(eager, datamodule, desc="int8 test metric")
+        metric, accuracies["int8"] = test_metric(eager, outputs, targets)
     print(f"Exporting {ckpt_path} as {fmt} to {output} ...", flush=True)
     start = time.perf_counter()
-    write_model(eager, batch[:2], fmt, output)
+    write_model(eager, trace_example(batch), fmt, output)
     print(f"Wrote {output} ({output.stat().st_size / 2**20:.2f} MiB) in {time.perf_counter() - start:.1f} s")
     diffs = check_parity(output, fmt, eager, batch, tolerance)
-    metric = "acc" if not accuracies or not batch_targets_float else "mae"
     return ExportResult(output, fmt, diffs, tolerance, accuracies, metric)
 
 
@@ -271,7 +350,8 @@ def build_parser() -> Any:
 def main(args: list[str]) -> None:
     """Run ``python -m project export ARGS``.
 
-    Exits 2 on bad input, 1 when the parity check fails.
+    Exits 2 on bad input; raises :class:`ExportError` or :class:`ParityError` (one ``error:`` line and
+    exit code 1 from :func:`project.cli.main`) when the exporter or the parity check fails.
     """
     from .loading import resolve_checkpoint, run_config_of
     from .runs import create_run_dir
@@ -298,15 +378,10 @@ def main(args: list[str]) -> None:
         output = Path(cfg.output)
     else:
         output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
-    try:
-        result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
-    except ParityError as error:
-        print(f"FAILED parity check: {error}", file=sys.stderr)
-        raise SystemExit(1) from None
+    result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())
     print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {result.tolerance:g}")
     if result.accuracy:
         fp32, int8 = result.accuracy["fp32"], result.accuracy["int8"]
-        name = "accuracy" if "acc" in result.metric_name else "MAE"
-        print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
+        print(f"Test {result.metric_name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
     print(f"Exported model: {result.path}")

@@ -120,7 +120,7 @@ def test_predict_writes_a_csv_into_its_run_folder(run_cli: RunCLI, workdir: Path
     cli = run_cli("predict", "--ckpt_path=best")
     path = cli.run_dir / "predictions.csv"
     rows = list(csv.DictReader(path.open()))
-    assert list(rows[0]) == ["index", "pred", "prob", "target"]
+    assert list(rows[0]) == ["index", "pred", "prob", *(f"probs_{k}" for k in range(10)), "target"]
     assert len(rows) == 64  # limit_predict_batches=1 batch of 64
     assert [int(r["index"]) for r in rows] == list(range(64))
     assert all(0 <= int(r["pred"]) < 10 and 0 < float(r["prob"]) <= 1 for r in rows)

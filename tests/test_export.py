@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, RunCLI, run_module
+from conftest import CONFIGS, FAST, RunCLI, run_module
 
 from project import export
 from project.cli import ProjectCLI, main
@@ -103,3 +103,90 @@ def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) 
     out = " ".join(capsys.readouterr().out.split())
     for command in ("export:", "report:", "lr_find:", "scale_batch_size:"):
         assert command in out, command
+
+
+@pytest.fixture(scope="module")
+def batch_size_1_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Digits and diabetes runs trained with ``--data.batch_size=1`` (a few steps each)."""
+    logs = tmp_path_factory.mktemp("export_bs1") / "logs"
+    common = [f"--logs_dir={logs}", "--trainer.logger=false", *FAST, "--data.batch_size=1"]
+    common += ["--trainer.limit_train_batches=8", "--trainer.limit_val_batches=4"]  # R2 needs 2+ samples
+    digits = ProjectCLI(args=["fit", *common]).run_dir
+    diabetes = ProjectCLI(
+        args=["fit", "--config", str(CONFIGS / "experiment/diabetes.yaml"), *common]
+    ).run_dir
+    return {"digits": digits, "diabetes": diabetes}
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
+def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
+    fmt: str, batch_size_1_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = batch_size_1_runs["digits"]
+    output = tmp_path / export.FILENAMES[fmt]
+    main(
+        [
+            "export",
+            f"--ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
+            f"--format={fmt}",
+            f"--output={output}",
+        ]
+    )
+    out = capsys.readouterr().out
+    # checked at the largest batch available (64 test samples over 64 batches of 1) and at 1
+    assert re.search(r"batch 64: [0-9.e+-]+, batch 1: [0-9.e+-]+\) <= tolerance", out), out
+    images = torch.randn(5, 1, 8, 8)
+    with torch.no_grad():
+        expected = load_model(run / "checkpoints" / "best.ckpt")(images)
+    torch.testing.assert_close(export.run_exported(output, fmt, images), expected, atol=1e-4, rtol=0)
+
+
+def test_regressor_export_names_and_quantization_check_fit_the_task(
+    batch_size_1_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import onnx
+
+    run = batch_size_1_runs["diabetes"]
+    ckpt = run / "checkpoints" / "best.ckpt"
+    main(["export", f"--ckpt_path={ckpt}", "--format=onnx", f"--output={tmp_path / 'model.onnx'}"])
+    graph = onnx.load(str(tmp_path / "model.onnx")).graph
+    assert [graph.input[0].name, graph.output[0].name] == ["features", "predictions"]
+    assert "batch 64:" in capsys.readouterr().out  # 88 test rows: 64 checked at once, then 1
+    main(
+        [
+            "export",
+            f"--ckpt_path={ckpt}",
+            "--format=torchscript",
+            "--quantize=dynamic",
+            f"--output={tmp_path / 'q.pt'}",
+        ]
+    )
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    fp32 = float(re.search(r"Test MAE: fp32 ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
+    # MAE in the target's units (disease progression 25..346): an untrained-ish model is tens off
+    assert 10 < fp32 < 200, line
+    # the same number computed here from the checkpoint's predictions on the test split
+    model, datamodule = load_model(ckpt), load_datamodule(run / "config.yaml")
+    datamodule.setup("test")
+    features, target = datamodule.test_set.inputs, datamodule.test_set.targets  # type: ignore[attr-defined]
+    with torch.no_grad():
+        mae = (model.to_original_units(model(features)) - model.to_original_units(target)).abs().mean()
+    assert fp32 == pytest.approx(float(mae), abs=1e-3)
+
+
+def test_an_exporter_failure_is_one_error_line_naming_the_format(
+    trained_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("Unsupported operator aten::frobnicate\nlong traceback text")
+
+    monkeypatch.setattr(torch.export, "export", broken)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", f"--ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}", "--format=torch_export"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "error: --format torch_export: exporting ImageClassifier failed: "
+        "RuntimeError: Unsupported operator aten::frobnicate"
+    )
+    assert "Traceback" not in err

@@ -18,9 +18,13 @@ log = logging.getLogger(__name__)
 class CSVPredictionWriter(BasePredictionWriter):
     """Write one CSV row per predicted sample after ``trainer.predict``.
 
-    Each ``predict_step`` must return a dict of ``[B]`` tensors (for the classifier: ``pred`` int64,
-    ``prob`` float, optionally ``target``). Columns are ``index`` (the sample's position in the
-    predict dataset), then the dict's keys in order. The file is ``<output_dir>/<filename>``, where
+    Each ``predict_step`` must return a dict of ``[B]`` or ``[B, K]`` tensors (for the classifier:
+    ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``). Columns are ``index``
+    (the sample's position in the predict dataset), ``input`` when the DataModule names its inputs
+    (``predict_names``: the file name, or ``file:line`` of a CSV row, for ``--data.predict_path``),
+    then the dict's keys in order; a ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ...
+    ``<key>_<K-1>``. Files the DataModule skipped (``predict_skipped``) are listed in ``skipped.csv``
+    next to it (``input``, ``reason``). The file is ``<output_dir>/<filename>``, where
     ``output_dir`` defaults to ``trainer.log_dir`` (the run folder); with several processes each
     rank writes ``predictions_rank<r>.csv``.
 
@@ -51,6 +55,8 @@ class CSVPredictionWriter(BasePredictionWriter):
         path = folder / name
         batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
+        datamodule = getattr(trainer, "datamodule", None)
+        names: list[str] | None = getattr(datamodule, "predict_names", None)  # one per input (#15)
         rows = 0
         with path.open("w", newline="") as handle:
             writer: Any = None
@@ -61,7 +67,13 @@ class CSVPredictionWriter(BasePredictionWriter):
                         f"predict_step returned {type(batch).__name__}; CSVPredictionWriter needs a dict "
                         "of [B] tensors such as {'pred': ..., 'prob': ...}"
                     )
-                columns = {key: torch.as_tensor(value).detach().cpu() for key, value in batch.items()}
+                columns: dict[str, Any] = {}
+                for key, value in batch.items():
+                    tensor = torch.as_tensor(value).detach().cpu()
+                    if tensor.ndim == 2:  # [B, K]: one column per k
+                        columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
+                    else:
+                        columns[key] = tensor
                 size = len(next(iter(columns.values())))
                 if position < len(indices) and len(indices[position]) == size:
                     index = [int(i) for i in indices[position]]
@@ -70,10 +82,16 @@ class CSVPredictionWriter(BasePredictionWriter):
                 offset += size
                 if writer is None:
                     writer = csv.writer(handle)
-                    writer.writerow(["index", *columns])
+                    writer.writerow(["index", *(["input"] if names is not None else []), *columns])
                 for row in range(size):
-                    writer.writerow([index[row], *(columns[key][row].item() for key in columns)])
+                    named = [names[index[row]]] if names is not None else []
+                    writer.writerow([index[row], *named, *(columns[key][row].item() for key in columns)])
                     rows += 1
         self.path = path
         log.info("Wrote %d predictions to %s", rows, path)
         print(f"Predictions ({rows} rows) written to {path}")
+        skipped: list[tuple[str, str]] = getattr(datamodule, "predict_skipped", None) or []
+        if skipped and trainer.is_global_zero:
+            with (folder / "skipped.csv").open("w", newline="") as handle:
+                csv.writer(handle).writerows([("input", "reason"), *skipped])
+            print(f"{len(skipped)} input files skipped (not predicted), listed in {folder / 'skipped.csv'}")

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from project.data.predict_files import PredictInputs
+from project.errors import ConfigError
 
 from project.data.stateful import resumable_train_loader
 
@@ -107,6 +111,12 @@ class BaseDataModule(LightningDataModule):
             a mid-epoch checkpoint (see README, "Checkpoints and exact resume").
         prefetch_factor: Batches each worker loads ahead (only with ``num_workers > 0``; ``None`` keeps
             PyTorch's default of 2).
+        predict_path: A file or folder of new inputs for ``predict`` (images, CSV rows, ...), read by
+            :meth:`read_predict_inputs` instead of predicting on the test split. Not saved in
+            checkpoints (it belongs to one ``predict`` run).
+
+    Raises:
+        ValueError: a bad loader setting, or a ``predict_path`` that does not exist.
     """
 
     def __init__(
@@ -116,8 +126,11 @@ class BaseDataModule(LightningDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = False,
         prefetch_factor: int | None = None,
+        predict_path: str | None = None,
     ) -> None:
         super().__init__()
+        if predict_path is not None and not Path(predict_path).expanduser().exists():
+            raise ValueError(f"predict_path={predict_path!r}: no such file or folder")
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size}: must be at least 1")
         if num_workers < 0:
@@ -139,6 +152,39 @@ class BaseDataModule(LightningDataModule):
         self.predict_set: Dataset[Any] | None = None
         self.collate_fn: Callable[[list[Any]], Any] | None = None
         self.shuffle_seed: int | None = None
+        self.predict_path = predict_path
+        #: Names of the inputs read from ``predict_path`` (file names, ``file:line``), one per
+        #: ``predict_set`` item; the predictions CSV shows them. ``None`` without ``predict_path``.
+        self.predict_names: list[str] | None = None
+        #: ``(file, reason)`` of every file under ``predict_path`` that was not read.
+        self.predict_skipped: list[tuple[str, str]] = []
+
+    def read_predict_inputs(self, path: Path) -> PredictInputs:
+        """Read the new inputs at ``path`` (a file or a folder) for ``predict --data.predict_path``.
+
+        A DataModule that supports new inputs overrides this, converting them exactly as its test
+        split is converted (see ``project/data/predict_files.py`` for image files and CSV rows).
+        Called from :meth:`setup_predict_inputs` after ``setup``, so train-split statistics exist.
+
+        Raises:
+            project.errors.ConfigError: here, where the DataModule cannot read new inputs.
+        """
+        raise ConfigError(
+            f"data.predict_path={str(path)!r}: {type(self).__name__} cannot read new inputs (it does not "
+            "implement read_predict_inputs); predict on its test split without --data.predict_path"
+        )
+
+    def setup_predict_inputs(self) -> None:
+        """Set ``predict_set``, ``predict_names`` and ``predict_skipped`` from ``predict_path`` (once;
+        nothing without ``predict_path``). Call at the end of ``setup`` for the ``predict`` stage. Prints
+        each skipped file with the reason."""
+        if self.predict_path is None or self.predict_names is not None:
+            return
+        found = self.read_predict_inputs(Path(self.predict_path).expanduser())
+        self.predict_set, self.predict_names, self.predict_skipped = found.dataset, found.names, found.skipped
+        print(f"predict_path: {len(found.names)} inputs from {self.predict_path}", flush=True)
+        for file, reason in found.skipped:
+            print(f"Skipped {file}: {reason}", flush=True)
 
     def _loader(self, dataset: Dataset[Any] | None, split: str, shuffle: bool) -> DataLoader[Any]:
         if dataset is None:
@@ -163,7 +209,8 @@ class BaseDataModule(LightningDataModule):
             return resumable_train_loader(dataset, self.shuffle_seed, epoch, **settings)
         # its own generator: creating an evaluation iterator (which draws the worker seed) leaves the
         # global generators, and so the training run's randomness, untouched
-        return DataLoader(dataset, shuffle=shuffle, generator=torch.Generator(), **settings)
+        sampler = self.eval_sampler(dataset)
+        return DataLoader(dataset, sampler=sampler, generator=torch.Generator(), **settings)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"shuffle_seed": ...}`` once the training loader exists (Lightning saves it in checkpoints)."""
@@ -173,6 +220,25 @@ class BaseDataModule(LightningDataModule):
         """Take the checkpoint's ``shuffle_seed``, so a resumed run shuffles like the original one."""
         if state_dict.get("shuffle_seed") is not None:
             self.shuffle_seed = int(state_dict["shuffle_seed"])
+
+    def eval_sampler(self, dataset: Dataset[Any]) -> Sampler[int] | None:
+        """The sampler of a val/test/predict loader: ``None`` (in order) in one process; with several
+        processes (DDP) each rank gets every ``world_size``-th sample and nothing is repeated.
+
+        Lightning's own ``DistributedSampler`` (``Trainer(use_distributed_sampler=True)``) pads the
+        split with repeated samples so that every rank gets the same count; for ``validate`` and
+        ``test`` that counts some samples twice (360 of the 359-image digits test split on 2
+        processes) and the metrics differ from a single process. ``UnrepeatedDistributedSampler``
+        (Lightning's, the one it uses for ``predict``) lets the ranks differ by one sample instead,
+        and Lightning keeps a sampler that is already a ``DistributedSampler``. The metrics are
+        torchmetrics states synced over all ranks, so each sample counts exactly once.
+        """
+        trainer = self.trainer
+        if trainer is None or trainer.world_size <= 1 or not trainer.distributed_sampler_kwargs:
+            return None
+        from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
+
+        return UnrepeatedDistributedSampler(dataset, shuffle=False, **trainer.distributed_sampler_kwargs)
 
     def train_dataloader(self) -> DataLoader[Any]:
         """Shuffled, resumable loader over the training split (augmentation on)."""
@@ -187,7 +253,8 @@ class BaseDataModule(LightningDataModule):
         return self._loader(self.test_set, "test", shuffle=False)
 
     def predict_dataloader(self) -> DataLoader[Any]:
-        """Loader over ``predict_set`` (the test split unless a subclass sets another), in order."""
+        """Loader over ``predict_set`` (the inputs read from ``predict_path``, else the test split), in
+        order."""
         return self._loader(
             self.predict_set if self.predict_set is not None else self.test_set, "predict", False
         )

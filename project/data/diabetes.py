@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from torch import Tensor
 
-from .base import BaseDataModule, TensorDataset, check_fractions, seeded_split
+from project.data.base import BaseDataModule, TensorDataset, check_fractions, seeded_split
+from project.data.predict_files import InputTensors, PredictInputs, read_csv_rows
 
 
 def column_mean_std(features: Tensor) -> tuple[Tensor, Tensor]:
@@ -50,8 +53,9 @@ class DiabetesDataModule(BaseDataModule):
         test_fraction: Share used for the test split.
         split_seed: Seed of the split permutation.
         standardize_target: Standardise the target with the train split's mean and std.
-        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor: see
-            :class:`~project.data.base.BaseDataModule`.
+        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
+            :class:`~project.data.base.BaseDataModule`. ``predict_path`` is a CSV file (or a folder of
+            them) of raw feature rows, see :meth:`read_predict_inputs`.
 
     Attributes (after :meth:`setup`):
         feature_mean, feature_std: ``[10]`` float32 train-split statistics.
@@ -60,6 +64,8 @@ class DiabetesDataModule(BaseDataModule):
     """
 
     num_features = 10
+    #: The feature columns in order (``load_diabetes().feature_names``): a predict CSV's header.
+    feature_names = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
 
     def __init__(
         self,
@@ -72,9 +78,12 @@ class DiabetesDataModule(BaseDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = False,
         prefetch_factor: int | None = None,
+        predict_path: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
-        self.save_hyperparameters()
+        super().__init__(
+            batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path
+        )
+        self.save_hyperparameters(ignore=["predict_path"])
         check_fractions(val_fraction=val_fraction, test_fraction=test_fraction)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
@@ -102,9 +111,24 @@ class DiabetesDataModule(BaseDataModule):
         return train_idx, val_idx, test_idx
 
     def setup(self, stage: str | None = None) -> None:
-        """Load the data, split it and build the standardised train/val/test datasets (all at once)."""
-        if self.train_set is not None:
-            return
+        """Load the data, split it and build the standardised train/val/test datasets (all at once);
+        for ``predict`` with ``predict_path``, read those rows too."""
+        if self.train_set is None:
+            self._setup_splits()
+        if stage == "predict":
+            self.setup_predict_inputs()
+
+    def read_predict_inputs(self, path: Path) -> PredictInputs:
+        """CSV rows at ``path`` (a file, or a folder of ``*.csv`` files): 10 numbers per row in the
+        original units and the order of :attr:`feature_names` (as ``load_diabetes(scaled=False)``),
+        with or without that header, standardised with the train split's mean and std like every
+        split. A row with another column count or a non-number stops with an error naming the file
+        and line (:func:`~project.data.predict_files.read_csv_rows`)."""
+        rows, names, skipped = read_csv_rows(path, self.feature_names)
+        features = (rows - self.feature_mean) / self.feature_std
+        return PredictInputs(InputTensors(features), names, skipped)
+
+    def _setup_splits(self) -> None:
         features, target = self.load()
         train_idx, val_idx, test_idx = self.split_indices(len(features))
         self.feature_mean, self.feature_std = column_mean_std(features[train_idx])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
-from torchvision.transforms import v2
+from torchvision.transforms import InterpolationMode, v2
 
 from .base import (
     BaseDataModule,
@@ -12,6 +14,7 @@ from .base import (
     check_fractions,
     seeded_split,
 )
+from project.data.predict_files import PredictInputs, read_image_files
 
 
 class DigitsDataModule(BaseDataModule):
@@ -29,8 +32,10 @@ class DigitsDataModule(BaseDataModule):
         augment: Apply the random affine to training images.
         max_rotation: Largest rotation in degrees (uniform in ``[-max_rotation, max_rotation]``).
         max_translation: Largest shift as a fraction of the side (0.125 is one pixel of eight).
-        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor: see
-            :class:`~project.data.base.BaseDataModule`.
+        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
+            :class:`~project.data.base.BaseDataModule`. ``predict_path`` images (PNG, JPEG, any size,
+            see :meth:`read_predict_inputs`) are converted like the digits: grayscale, 8x8, light ink on
+            a dark background.
     """
 
     num_classes = 10
@@ -49,9 +54,12 @@ class DigitsDataModule(BaseDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = False,
         prefetch_factor: int | None = None,
+        predict_path: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
-        self.save_hyperparameters()
+        super().__init__(
+            batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path
+        )
+        self.save_hyperparameters(ignore=["predict_path"])
         check_fractions(val_fraction=val_fraction, test_fraction=test_fraction)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
@@ -61,9 +69,30 @@ class DigitsDataModule(BaseDataModule):
         self.max_translation = max_translation
 
     def setup(self, stage: str | None = None) -> None:
-        """Load the digits, split them and build the train/val/test datasets (all stages at once)."""
-        if self.train_set is not None:
-            return
+        """Load the digits, split them and build the train/val/test datasets (all stages at once);
+        for ``predict`` with ``predict_path``, read those images too."""
+        if self.train_set is None:
+            self._setup_splits()
+        if stage == "predict":
+            self.setup_predict_inputs()
+
+    def read_predict_inputs(self, path: Path) -> PredictInputs:
+        """Image files at ``path`` (a file or folder), as the test split sees the digits: grayscale,
+        reduced to 8x8 by averaging blocks of pixels (PIL's box filter: the digits themselves are
+        counts of set pixels in 4x4 blocks of 32x32 bitmaps), scaled to ``[0, 1]`` (pixel / 255, as
+        the digits' 0..16 counts are divided by 16), then normalised with the train split's mean and
+        std. The digits are light strokes on a dark background; invert dark-on-light scans first."""
+        transform = v2.Compose(
+            [
+                v2.Resize(self.dims[1:], interpolation=InterpolationMode.BOX),
+                v2.ToImage(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(self.mean, self.std),
+            ]
+        )
+        return read_image_files(path, self.dims[0], transform)
+
+    def _setup_splits(self) -> None:
         from sklearn.datasets import load_digits
 
         digits = load_digits()

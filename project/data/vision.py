@@ -10,8 +10,9 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
 
-from ..errors import DataError
-from .base import BaseDataModule, seeded_split
+from project.data.base import BaseDataModule, seeded_split
+from project.data.predict_files import PredictInputs, read_image_files
+from project.errors import DataError
 
 
 class TorchvisionDataModule(BaseDataModule):
@@ -31,8 +32,9 @@ class TorchvisionDataModule(BaseDataModule):
         val_size: Number of training images held out for validation.
         split_seed: Seed of the train/val split (independent of the global seed).
         augment: Apply the train-only augmentations.
-        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor: see
-            :class:`~project.data.base.BaseDataModule`.
+        batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
+            :class:`~project.data.base.BaseDataModule`. ``predict_path`` images are read by
+            :meth:`read_predict_inputs`; ``predict`` then needs no dataset files in ``data_dir``.
 
     Raises:
         project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is
@@ -40,6 +42,7 @@ class TorchvisionDataModule(BaseDataModule):
     """
 
     dataset_name: ClassVar[str]
+    dims: ClassVar[tuple[int, int, int]]
     mean: ClassVar[tuple[float, ...]]
     std: ClassVar[tuple[float, ...]]
     num_classes = 10
@@ -56,9 +59,12 @@ class TorchvisionDataModule(BaseDataModule):
         pin_memory: bool = False,
         persistent_workers: bool = False,
         prefetch_factor: int | None = None,
+        predict_path: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor)
-        self.save_hyperparameters()
+        super().__init__(
+            batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path
+        )
+        self.save_hyperparameters(ignore=["predict_path"])
         self.data_dir = Path(data_dir).expanduser()
         self.download = download
         self.val_size = val_size
@@ -113,8 +119,19 @@ class TorchvisionDataModule(BaseDataModule):
                 "Delete the dataset's folder and download again with --data.download=true."
             ) from error
 
+    def read_predict_inputs(self, path: Path) -> PredictInputs:
+        """Image files at ``path`` (a file or folder; PNG, JPEG, any size), converted to the dataset's
+        channels (grayscale or RGB), resized to its ``dims`` (antialiased), then given the test
+        split's transform (to float in ``[0, 1]``, normalised with the published mean and std)."""
+        transform = v2.Compose([v2.Resize(self.dims[1:], antialias=True), self.transform(train=False)])
+        return read_image_files(path, self.dims[0], transform)
+
     def setup(self, stage: str | None = None) -> None:
-        """Build the train/val split of the training files and the test split."""
+        """Build the train/val split of the training files and the test split; for ``predict`` with
+        ``predict_path`` only read those images (no dataset files needed)."""
+        if stage == "predict" and self.predict_path is not None:
+            self.setup_predict_inputs()
+            return
         if self.train_set is not None:
             return
         train_aug = self._load(train=True, transform=self.transform(train=True))

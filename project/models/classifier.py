@@ -44,6 +44,9 @@ class ImageClassifier(BaseModule):
         batches: ``(images [B, C, H, W] float32, labels [B] int64)``.
     """
 
+    #: Input and output names of an exported (ONNX) model, see ``project.export``.
+    export_names = ("images", "logits")
+
     def __init__(
         self,
         backbone: Callable[[int], nn.Module] = SimpleCNN,
@@ -108,12 +111,13 @@ class ImageClassifier(BaseModule):
         )
 
     def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> dict[str, Tensor]:
-        """Return ``pred`` (``[B]`` int64 class), ``prob`` (``[B]`` float, its softmax probability) and,
-        when the batch carries labels, ``target`` (``[B]`` int64)."""
+        """Return ``pred`` (``[B]`` int64 class), ``prob`` (``[B]`` float, its softmax probability),
+        ``probs`` (``[B, num_classes]`` float, every class's probability) and, when the batch carries
+        labels, ``target`` (``[B]`` int64). A batch without labels is the input tensor alone."""
         inputs, target = batch if isinstance(batch, (list, tuple)) else (batch, None)
         probs = torch.softmax(self(inputs).float(), dim=-1)
         prob, pred = probs.max(dim=-1)
-        out = {"pred": pred, "prob": prob}
+        out = {"pred": pred, "prob": prob, "probs": probs}
         if target is not None:
             out["target"] = target
         return out

@@ -45,6 +45,8 @@ class TabularRegressor(BaseModule):
 
     target_mean: Tensor
     target_std: Tensor
+    #: Input and output names of an exported (ONNX) model, see ``project.export``.
+    export_names = ("features", "predictions")
 
     def __init__(
         self,
