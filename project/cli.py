@@ -458,6 +458,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("project.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
     "lr_find": ("project.tuning", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": ("project.tuning", "largest batch size that fits, and a config to use"),
+    "sweep": ("project.sweep", "hyperparameter search (Optuna), each trial a fit run"),  # issue 16
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(
