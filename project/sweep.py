@@ -70,6 +70,8 @@ SWEEP_OPTIONS = ("--n_trials", "--study_name", "--storage", "--timeout")
 #: This process, as recorded in each of its trials (``worker`` user attribute).
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
+#: Marks a categorical choice that is not a plain value (a list, a mapping) stored as JSON text.
+JSON_PREFIX = "json:"
 #: A worker stops after this many failed trials in a row (e.g. an objective metric that is never logged).
 MAX_FAILURES_IN_A_ROW = 5
 
@@ -140,6 +142,9 @@ def _distribution(key: str, spec: Any, where: str) -> Any:
             choices = spec.get("choices")
             if not isinstance(choices, list) or not choices:
                 raise ValueError(f"choices must be a non-empty list, got {choices!r}")
+            if not all(choice is None or isinstance(choice, (bool, int, float, str)) for choice in choices):
+                # Optuna stores only plain choices; a list such as [64, 64] is kept as its JSON text
+                choices = [JSON_PREFIX + json.dumps(choice) for choice in choices]
             return dist.CategoricalDistribution(choices)
         missing = {"low", "high"} - set(spec)
         if missing:
@@ -156,6 +161,21 @@ def _distribution(key: str, spec: Any, where: str) -> Any:
         )
     except (ValueError, TypeError) as error:
         raise ConfigError(f"{name}: {error}") from None
+
+
+def _encode(distribution: Any, value: Any) -> Any:
+    """``value`` as stored in ``distribution`` (JSON text for a list-valued categorical)."""
+    choices = getattr(distribution, "choices", ())
+    if choices and str(choices[0]).startswith(JSON_PREFIX):
+        return JSON_PREFIX + json.dumps(value)
+    return value
+
+
+def decode(value: Any) -> Any:
+    """A sampled value as the config takes it (undoes the JSON text of list-valued choices)."""
+    if isinstance(value, str) and value.startswith(JSON_PREFIX):
+        return json.loads(value[len(JSON_PREFIX) :])
+    return value
 
 
 def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
@@ -201,7 +221,9 @@ def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
         direction=direction,
         sampler=_named("sampler", raw.get("sampler"), SAMPLERS, "tpe", where),
         pruner=_named("pruner", raw.get("pruner"), PRUNERS, "median", where),
-        enqueue_trials=[{str(k): v for k, v in params.items()} for params in enqueue],
+        enqueue_trials=[
+            {str(k): _encode(search_space[k], v) for k, v in params.items()} for params in enqueue
+        ],
     )
 
 
@@ -371,7 +393,7 @@ class Objective:
             self._reseeded = True
             trial.study.sampler = make_sampler(self.spec, seed_offset=trial.number)
         params = self.suggest(trial)
-        overrides = [override(self.keys[key], value) for key, value in params.items()]
+        overrides = [override(self.keys[key], decode(value)) for key, value in params.items()]
         run_name = f"{self.study_name}_trial{trial.number:03d}"
         trial.set_user_attr("run_dir", str(Path(self.logs_dir, run_name).expanduser().resolve()))
         trial.set_user_attr("fit_args", [*self.fit_args, *overrides])
@@ -491,9 +513,11 @@ def open_storage(url: str) -> Any:
                 f"--storage={_safe_url(url)}: not a usable database URL ({error}); use "
                 "sqlite:///path/to/file.db or postgresql://user:password@host:5432/dbname"
             ) from None
-        except sqlalchemy.exc.OperationalError as error:
+        except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as error:
+            # IntegrityError: another worker created the tables at the same moment; OperationalError:
+            # the SQLite file is locked (a server that cannot be reached is not retried)
             last = error
-            if not url.startswith("sqlite"):
+            if isinstance(error, sqlalchemy.exc.OperationalError) and not url.startswith("sqlite"):
                 break
             time.sleep(0.5 * (attempt + 1))
     raise ConfigError(f"--storage={_safe_url(url)}: cannot open the database: {str(last).splitlines()[0]}")
@@ -512,6 +536,7 @@ def _short_names(keys: Sequence[str]) -> dict[str, str]:
 
 
 def _format(value: Any) -> str:
+    value = decode(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -558,7 +583,7 @@ def write_trials_csv(study: Any, path: Path) -> Path:
                     t.number,
                     t.state.name,
                     "" if t.value is None else t.value,
-                    *[t.params.get(k, "") for k in keys],
+                    *[decode(t.params.get(k, "")) for k in keys],
                     len(t.intermediate_values),
                     f"{duration:.1f}" if duration != "" else "",
                     t.user_attrs.get("run_dir", ""),
