@@ -281,3 +281,19 @@ def test_postgresql_storage_holds_the_study(workdir: Path, postgres_url: str) ->
     assert len(values) == 2 and [float(t["value"]) for t in trials] == values
     assert [Path(t["run_dir"]).name for t in trials] == ["pg_trial000", "pg_trial001"]
     assert not list((workdir / "logs").rglob("*.db")), "no SQLite file when --storage is given"
+
+
+def test_a_worker_stops_after_five_failed_trials_in_a_row(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_sweep(
+        workdir / "broken.yaml",
+        search_space={"data.batch_size": {"type": "categorical", "choices": [-1, -2]}},
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        sweep("--config", str(config), "--n_trials", "3", *TRIAL)
+    assert exit_info.value.code == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "5 trials in a row failed" in errors[0] and "batch_size" in errors[0]
+    trials = read_trials(workdir / "logs", "broken")
+    assert [t["state"] for t in trials] == ["FAIL"] * 5
