@@ -663,19 +663,33 @@ def write_results(study: Any, folder: Path) -> dict[str, Path]:
 
 
 HELP_EPILOG = f"""
-The sweep config is the --config file that has a search_space (see configs/sweep/digits.yaml); any
+The sweep YAML is the --config file that has a search_space (see configs/sweep/digits.yaml). Any
 other --config file and every other option is a fit option applied to every trial
-(`{f"python -m {__package__}"} fit --help` lists them), e.g.
+(`python -m {__package__} fit --help` lists them):
+
   {PROG} --config configs/sweep/digits.yaml --trainer.max_epochs=10 --n_trials 20
-Run the same command in more processes (or machines, with --storage postgresql://...) to share the
-work; re-run it to continue the study. --n_trials 0 only rewrites the results.
+
+Start the same command in more processes (or on more machines, with --storage postgresql://...) to
+share the work; re-run it to continue the study; --n_trials 0 only rewrites the results in
+<logs_dir>/<study>_sweep/ (trials.csv, best.yaml, PNG plots).
 """
 
 
 def _options_parser() -> Any:
-    from jsonargparse import ArgumentParser
+    from jsonargparse import ArgumentParser, DefaultHelpFormatter
 
-    parser = ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0], epilog=HELP_EPILOG)
+    class RawEpilog(DefaultHelpFormatter):
+        """Keeps the line breaks of the description and epilog (as argparse's RawDescriptionHelpFormatter)."""
+
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+
+    parser = ArgumentParser(
+        prog=PROG,
+        description="Hyperparameter search with Optuna; each trial is an ordinary fit run.",
+        epilog=HELP_EPILOG,
+        formatter_class=RawEpilog,
+    )
     parser.add_argument(
         "--config",
         type=str | None,
