@@ -98,6 +98,9 @@ def test_help_lists_the_sweep_options(capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     for option in ("--n_trials", "--study_name", "--storage", "--timeout", "search_space"):
         assert option in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "sweep: hyperparameter search" in " ".join(capsys.readouterr().out.split())
 
 
 def test_shipped_sweep_configs_are_valid_for_their_experiment(workdir: Path) -> None:
