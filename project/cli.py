@@ -561,6 +561,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
     "report": (f"{__package__}.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
     "lr_find": (f"{__package__}.tuning", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": (f"{__package__}.tuning", "largest batch size that fits, and a config to use"),
+    "sweep": (f"{__package__}.sweep", "hyperparameter search (Optuna), each trial a fit run"),
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(
