@@ -30,7 +30,7 @@ from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 # Imported so that every DataModule and LightningModule they export is a known subclass: short class
-# names such as --model=TabularRegressor or --data=DiabetesDataModule resolve only to imported classes.
+# names such as --model=ImageClassifier or --data=DigitsDataModule resolve only to imported classes.
 import project.data
 import project.models  # noqa: F401
 from project.callbacks import (
@@ -342,7 +342,7 @@ class ProjectCLI(LightningCLI):
         """Use the checkpoint's DataModule when the command line left the default one in place.
 
         LightningCLI restores the model's class and arguments from ``--ckpt_path`` but not the
-        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. the diabetes
+        DataModule's, so ``test --ckpt_path best`` after a non-default experiment (e.g. a tabular
         regression) would pair the model with the default digits data. When the configured data class
         is still ``DEFAULT_DATA`` and the checkpoint was trained with another DataModule (saved by its
         ``save_hyperparameters()``), that class and its arguments are used instead. Choosing a data

@@ -120,7 +120,7 @@ class WarmupCosineSchedule(Callback):
             return
         factor = self.lr_factor(trainer.global_step)
         # Log only on the steps the logger writes (as Lightning's LearningRateMonitor does): a
-        # self.log call per step cost more than the rest of this callback (benchmarks/README.md).
+        # self.log call per step cost more than the rest of this callback.
         log = trainer._logger_connector.should_update_logs or trainer.is_last_batch
         for optimizer in trainer.optimizers:
             for index, group in enumerate(optimizer.param_groups):

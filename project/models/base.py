@@ -45,7 +45,7 @@ class BaseModule(LightningModule):
 
     #: Metric inputs are held for up to this many batches and passed to the metrics in one update:
     #: each torchmetrics update costs 0.2-0.4 ms of Python on a CPU whatever its size (2-5% of a small
-    #: model's step; benchmarks/README.md). 1 updates every batch.
+    #: model's step). 1 updates every batch.
     metric_update_batches: int = 16
     #: ...or sooner, once the held tensors have this many elements in all (so large per-sample
     #: outputs, such as segmentation masks, are passed on at every batch).
@@ -125,7 +125,7 @@ class BaseModule(LightningModule):
         fed a few batches at a time (:attr:`metric_update_batches`), then computed and logged once
         per epoch (:meth:`log_epoch_metrics`). So the hot path has no host-device synchronisation
         beyond what the progress bar asks for, no per-step ``self.log`` call and few metric updates:
-        each costs 0.2-0.4 ms of Python on a CPU, 2-5% of a small model's step (benchmarks/README.md).
+        each costs 0.2-0.4 ms of Python on a CPU, 2-5% of a small model's step.
         """
         inputs, target = self.split_batch(batch)
         output = self(inputs)
