@@ -226,7 +226,9 @@ def contradictions(repo: Path, answers: dict[str, Any]) -> list[str]:
     loggers = {"wandb": r"W&B|WandbLogger|wandb", "tensorboard": r"TensorBoard\w*", "csv": r"CSVLogger"}
     for logger, words in loggers.items():
         if logger != answers["logger"]:  # another logger called the default
-            patterns.append(rf"(?i)(\b(?:{words})\b[^.|]*\bdefault\b|\bdefault\b[^.|]*\b(?:{words})\b)")
+            patterns.append(
+                rf"(?i)default logger\W+(is\W+)?[^.|]*?\b(?:{words})\b|\b(?:{words})\b\W*\(the default"
+            )
     if answers["license"] != "MIT":
         patterns.append(r"\bMIT\b")
     minimal = [] if answers["examples"] == "full" else removed_by_minimal()
