@@ -391,3 +391,26 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
     assert 'UPSTREAM = "acme_vision.runs"' in (repo / "acme_vision" / "runs.py").read_text()
+
+
+def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
+    """``cookiecutter <git URL>`` (as the README shows; here a ``git+file://`` URL of a one-commit copy
+    of the template) clones the template with its symlink folder and generates the repo."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout of the template")
+    template = tmp_path / "template"
+    _snapshot_template(template)
+    config = tmp_path / "cookiecutter-config.yaml"
+    config.write_text(yaml.safe_dump({"cookiecutters_dir": str(tmp_path / "clones")}))
+    repo = Path(
+        cookiecutter_main.cookiecutter(
+            f"git+file://{template}",
+            no_input=True,
+            extra_context={**COMMON, "project_name": "Acme Vision", "examples": "minimal", "init_git": False},
+            output_dir=str(tmp_path / "out"),
+            config_file=str(config),
+        )
+    )
+    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
+    assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
+    assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
