@@ -113,7 +113,8 @@ def render_markdown(text: str, answers: Mapping[str, Any], removed_names: tuple[
         answer = str(answers[key]).lower() if isinstance(answers[key], bool) else str(answers[key])
         return body if (answer in values.split(",")) == (operator == "=") else ""
 
-    lines = CONDITION_BLOCK.sub(condition, TEMPLATE_ONLY_BLOCK.sub("", text)).splitlines(keepends=True)
+    text = CONDITION_BLOCK.sub(condition, TEMPLATE_ONLY_BLOCK.sub("", text))
+    lines = re.sub(r"\n{3,}", "\n\n", text).splitlines(keepends=True)  # (no gap where a block was)
     return "".join(row for row in lines if not (row[:1] == "|" and any(n in row for n in removed_names)))
 
 
