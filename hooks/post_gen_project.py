@@ -114,7 +114,9 @@ def render_markdown(text: str, answers: Mapping[str, Any], removed_names: tuple[
         return body if (answer in values.split(",")) == (operator == "=") else ""
 
     text = CONDITION_BLOCK.sub(condition, TEMPLATE_ONLY_BLOCK.sub("", text))
-    lines = re.sub(r"\n{3,}", "\n\n", text).splitlines(keepends=True)  # (no gap where a block was)
+    parts = re.split(r"(```.*?```)", text, flags=re.S)  # no gap where a block was (outside code)
+    text = "".join(part if i % 2 else re.sub(r"\n{3,}", "\n\n", part) for i, part in enumerate(parts))
+    lines = text.splitlines(keepends=True)
     return "".join(row for row in lines if not (row[:1] == "|" and any(n in row for n in removed_names)))
 
 

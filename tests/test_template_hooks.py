@@ -256,6 +256,8 @@ def test_markdown_blocks_follow_the_answers(answers: dict[str, str], shown: list
     if not removed:
         rows.insert(0, "| `configs/experiment/diabetes.yaml` | a row |")
     assert rendered.splitlines() == [*shown, *rows]
+    code = "Text.\n\n<!-- template-only -->\nx\n<!-- /template-only -->\n\n```python\na = 1\n\n\nb = 2\n```\n"
+    assert post_gen.render_markdown(code, GOOD_ANSWERS) == "Text.\n\n```python\na = 1\n\n\nb = 2\n```\n"
 
 
 def test_readme_loses_the_template_sections_and_follows_the_answers() -> None:
