@@ -9,8 +9,9 @@ from typing import Any
 
 from .errors import RunExistsError
 
-#: Set by the launching process so the DDP worker processes it starts reuse its run folder.
-RUN_DIR_ENV = "LIGHTNING_TEMPLATE_RUN_DIR"
+#: Set by the launching process so the DDP worker processes it starts reuse its run folder
+#: (``<PACKAGE>_RUN_DIR``: ``PROJECT_RUN_DIR`` here, ``ACME_VISION_RUN_DIR`` in a package ``acme_vision``).
+RUN_DIR_ENV = f"{__name__.split('.')[0].upper()}_RUN_DIR"
 
 #: ``--ckpt_path`` values that name a checkpoint of the newest earlier run instead of a file.
 CHECKPOINT_ALIASES = ("best", "last")
@@ -50,7 +51,7 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
     share that folder.
 
     In the worker processes of a multi-process launch the folder the launching process created
-    (passed down in the ``LIGHTNING_TEMPLATE_RUN_DIR`` environment variable) is returned instead.
+    (passed down in the :data:`RUN_DIR_ENV` environment variable) is returned instead.
     """
     inherited = os.environ.get(RUN_DIR_ENV)
     if inherited and _is_worker_process():

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from project.cli import ProjectCLI
+from project.runs import RUN_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = REPO_ROOT / "configs"
@@ -41,7 +42,7 @@ def wandb_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty working directory (the CLI writes ``./logs`` there)."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("LIGHTNING_TEMPLATE_RUN_DIR", raising=False)
+    monkeypatch.delenv(RUN_DIR_ENV, raising=False)
     return tmp_path
 
 
@@ -74,7 +75,7 @@ def run_module(
     # pip-installed, e.g. in a freshly generated repo)
     paths = [(env or {}).get("PYTHONPATH", ""), str(REPO_ROOT), base.get("PYTHONPATH", "")]
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    full_env.pop("LIGHTNING_TEMPLATE_RUN_DIR", None)
+    full_env.pop(RUN_DIR_ENV, None)
     result = subprocess.run(
         [sys.executable, "-m", "project", *args],
         cwd=cwd,

@@ -7,9 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-import torchvision.datasets.cifar
 from conftest import CONFIGS, RunCLI
-from fake_datasets import write_cifar10, write_mnist
 
 # configs/sweep/ holds sweep configs, not fit configs: tests/test_sweep.py checks each of them (issue 16).
 ALL_CONFIGS = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if p.parent.name != "sweep")
@@ -33,7 +31,11 @@ COMPANION = {
 
 @pytest.fixture
 def tiny_datasets(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """MNIST, FashionMNIST and CIFAR-10 in ./data, in their real formats (CIFAR md5 checks relaxed)."""
+    """MNIST, FashionMNIST and CIFAR-10 in ./data, in their real formats (CIFAR md5 checks relaxed).
+    Only the torchvision configs ask for it (``examples=minimal`` repos have neither them nor the helper)."""
+    import torchvision.datasets.cifar
+    from fake_datasets import write_cifar10, write_mnist
+
     write_mnist(workdir / "data", "MNIST", n_train=40, n_test=10)
     write_mnist(workdir / "data", "FashionMNIST", n_train=40, n_test=10)
     write_cifar10(workdir / "data", n_per_batch=8, n_test=10)
@@ -56,10 +58,11 @@ SLOW_CONFIGS = {"experiment/cifar10.yaml"}
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONFIGS else n for n in ALL_CONFIGS]
 )
-def test_config_runs_a_fast_fit(name: str, run_cli: RunCLI, tiny_datasets: Path) -> None:
+def test_config_runs_a_fast_fit(name: str, run_cli: RunCLI, request: pytest.FixtureRequest) -> None:
     args = ["fit", *COMPANION.get(name, []), "--config", str(CONFIGS / name)]
     torchvision_data = any(key in name for key in ("mnist", "cifar", "resnet"))
     if torchvision_data:
+        request.getfixturevalue("tiny_datasets")
         args += [
             "--data.init_args.num_workers=0",
             "--data.init_args.val_size=10",

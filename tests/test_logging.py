@@ -18,8 +18,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from project.callbacks import LineProgressBar
 from project.cli import ProjectCLI, SaveConfigToLoggers
 
-#: W&B is the reference project's default logger; tests name it explicitly so they also hold in a
-#: generated repo whose default logger is TensorBoard or CSV.
+#: The W&B preset: tests name their logger explicitly, so they hold whichever logger is the default.
 WANDB_PRESET = CONFIGS / "logger" / "wandb.yaml"
 
 

@@ -1,11 +1,13 @@
 """Generate repos from the template with cookiecutter's Python API and check what comes out.
 
-Four option combinations cover each logger, each license, GitHub Actions on and off, git on and off,
-short and maximal-length package names. Each generated repo is checked for its files, names, leftover
-template markers or ``project`` references, a parsing ``pyproject.toml``, ruff, and a working
-``python -m <package> --help`` and ``fit --print_config``; the first one also runs its own test suite.
-Subprocesses see a stub ``project`` package that raises on import, so a leftover reference to the
-template's package cannot pass by importing the installed template.
+Four option combinations cover each value of every choice (logger, license, python_version,
+examples, GitHub Actions, git) and short and maximal-length package names. Each generated repo is
+checked cheaply: files, names, leftover template markers or ``project`` references, wording that
+contradicts its options, a parsing ``pyproject.toml``, ruff, ``--help`` and one short fit. The
+complete suite (ruff, mypy, every test, slow ones included) of one repo per logger value, one of
+them minimal, runs under ``@pytest.mark.slow`` (``make test-all``). Subprocesses see a stub
+``project`` package that raises on import, so a leftover reference to the template's package cannot
+pass by importing the installed template.
 
 (Template-only: the post-gen hook deletes this file from generated repos.)
 """
@@ -22,7 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import FAST, REPO_ROOT
+from test_template_hooks import post_gen
 
 cookiecutter_main = pytest.importorskip("cookiecutter.main")
 from cookiecutter.exceptions import FailedHookException  # noqa: E402
@@ -37,6 +40,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "python_version": "3.10",
         "github_actions": True,
         "init_git": True,
+        "examples": "minimal",
     },
     "tensorboard-apache-nogha": {
         "project_name": "Board Games",
@@ -45,6 +49,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "python_version": "3.11",
         "github_actions": False,
         "init_git": False,
+        "examples": "full",
     },
     "wandb-bsd-longname-git": {
         "project_name": "Long Name",
@@ -54,6 +59,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "python_version": "3.12",
         "github_actions": True,
         "init_git": True,
+        "examples": "full",
     },
     "csv-none-shortname": {
         "project_name": "CV",
@@ -63,6 +69,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "python_version": "3.10",
         "github_actions": False,
         "init_git": False,
+        "examples": "minimal",
     },
 }
 #: Logger class names expected in ``fit --print_config`` (first the default logger).
@@ -103,7 +110,7 @@ def subprocess_env(repo: Path, tmp: Path) -> dict[str, str]:
     (stub / "project" / "__init__.py").write_text(
         "raise ImportError('leftover reference to the template package `project`')\n"
     )
-    env = {key: value for key, value in os.environ.items() if key != "LIGHTNING_TEMPLATE_RUN_DIR"}
+    env = {key: value for key, value in os.environ.items() if not key.endswith("_RUN_DIR")}
     env.update(PYTHONPATH=os.pathsep.join([str(repo), str(stub)]), WANDB_MODE="offline", PYTHONUNBUFFERED="1")
     return env
 
@@ -152,12 +159,18 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     assert pyproject["project"]["name"] == repo.name
     assert pyproject["project"]["scripts"] == {package: f"{package}.cli:main"}
     assert pyproject["project"]["requires-python"] == f">={answers['python_version']}"
-    assert pyproject["tool"]["mypy"]["files"] == [package, "benchmarks"]
+    full = answers["examples"] == "full"
+    assert pyproject["tool"]["mypy"]["files"] == [package, *(["benchmarks"] if full else [])]
+    assert pyproject["tool"]["setuptools"]["package-data"] == {package: ["configs/*.yaml"]}
+    for relative in post_gen.FULL_EXAMPLES_ONLY:
+        assert (repo / relative.replace("project/", f"{package}/")).exists() == full, relative
+    logger_yaml = (repo / package / "configs" / "logger.yaml").read_text()
+    assert logger_yaml == (repo / "configs" / "logger" / f"{answers['logger']}.yaml").read_text()
     license_file = repo / "LICENSE"
     if answers["license"] == "none":
         assert not license_file.exists() and "license" not in pyproject["project"]
     else:
-        assert pyproject["project"]["license"] == {"text": answers["license"]}
+        assert pyproject["project"]["license"] == answers["license"]  # an SPDX expression
         first_lines = license_file.read_text()[:600]
         title = {"MIT": "MIT License", "Apache-2.0": "Apache License", "BSD-3-Clause": "BSD 3-Clause License"}
         assert title[answers["license"]] in first_lines
@@ -186,46 +199,131 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
         assert not (repo / ".git").exists()
 
 
+def package_of(name: str, repo: Path) -> str:
+    return str(COMBINATIONS[name].get("package_name", repo.name.replace("-", "_")))
+
+
+def removed_by_minimal() -> list[str]:
+    """What ``examples=minimal`` leaves out, as text that must not appear in such a repo: the paths
+    (folders with a trailing ``/``), the classes they define, and the diabetes task by name."""
+    names = ["diabetes"]
+    for relative in post_gen.FULL_EXAMPLES_ONLY:
+        path = REPO_ROOT / relative
+        names.append(relative.removeprefix("project/") + ("/" if path.is_dir() else ""))
+        if path.suffix == ".py":
+            names += re.findall(r"(?m)^class (\w+)", path.read_text())
+    return names
+
+
+#: Text about the template itself, and template markers that generation must have removed.
+ABOUT_THE_TEMPLATE = r"(?i)\bthis template\b|\bthe template's\b|developed on|seeds/"
+MARKERS = r"template-only|<!-- if |endif -->|LIGHTNING_TEMPLATE"
+
+
+def contradictions(repo: Path, answers: dict[str, Any]) -> list[str]:
+    """Lines of the generated repo that contradict its options or talk about the template."""
+    patterns = [MARKERS]
+    loggers = {"wandb": r"W&B|WandbLogger|wandb", "tensorboard": r"TensorBoard\w*", "csv": r"CSVLogger"}
+    for logger, words in loggers.items():
+        if logger != answers["logger"]:  # another logger called the default
+            patterns.append(
+                rf"(?i)default logger\W+(is\W+)?[^.|]*?\b(?:{words})\b|\b(?:{words})\b\W*\(the default"
+            )
+    if answers["license"] != "MIT":
+        patterns.append(r"\bMIT\b")
+    minimal = [] if answers["examples"] == "full" else removed_by_minimal()
+    found = []
+    for path in sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts):
+        relative = path.relative_to(repo).as_posix()
+        if relative == "LICENSE":
+            continue
+        # (benchmarks/*.py name the project's own fit path "template" as a run label)
+        checks = patterns if relative.startswith("benchmarks/") else [ABOUT_THE_TEMPLATE, *patterns]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            hits = [p for p in checks if re.search(p, line)]
+            hits += [name for name in minimal if name.lower() in line.lower()]
+            if hits:
+                found.append(f"{relative}:{number}: {line.strip()[:120]}  <- {hits}")
+    return found
+
+
 @pytest.mark.parametrize("name", list(COMBINATIONS))
-def test_generated_repo_lints_and_its_cli_starts(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
-    """ruff passes as generated; ``python -m <package> --help`` and ``fit --print_config`` work from an
-    empty directory, and the chosen logger is the default."""
+def test_generated_repo_has_no_wording_against_its_options(name: str, baked: dict[str, Path]) -> None:
+    """No text about the template, no other logger called the default, no other license, and in a
+    minimal repo no mention of what it left out (the diabetes task, the torchvision DataModules,
+    benchmarks/, their classes and files)."""
+    found = contradictions(baked[name], {**COMMON, **COMBINATIONS[name]})
+    assert not found, "\n".join(found)
+
+
+def test_the_wording_check_finds_what_it_looks_for(tmp_path: Path) -> None:
+    """A file with each kind of contradiction: the check names exactly those lines."""
+    (tmp_path / "README.md").write_text(
+        "Built with this template.\nThe default logger is `WandbLogger`.\nMIT licensed.\n"
+        "See configs/experiment/diabetes.yaml and `TabularRegressor`.\nW&B, TensorBoard or CSV.\n"
+    )
+    answers = {"logger": "csv", "license": "none", "examples": "minimal"}
+    assert [line.split(":")[1] for line in contradictions(tmp_path, answers)] == ["1", "2", "3", "4"]
+    answers = {"logger": "wandb", "license": "MIT", "examples": "full"}
+    assert [line.split(":")[1] for line in contradictions(tmp_path, answers)] == ["1"]
+
+
+def uses_logger_yaml(repo: Path, package: str) -> bool:
+    """Whether the CLI reads its default logger from ``<package>/configs/logger.yaml`` (the core's
+    ``default_config_files``); until then the hook's copy has no effect on ``fit``."""
+    return "logger.yaml" in (repo / package / "cli.py").read_text()
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
+    """ruff passes as generated; from an empty directory ``python -m <package> --help`` works and one
+    short ``fit`` writes a run folder with its metrics and checkpoints, with the chosen logger."""
     answers = COMBINATIONS[name]
     repo = baked[name]
-    package = answers.get("package_name", repo.name.replace("-", "_"))
+    package = package_of(name, repo)
     env = subprocess_env(repo, tmp_path)
     run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=repo, env=env)
     run([sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "."], cwd=repo, env=env)
-    if name == "csv-mit-gha-git":
-        return  # its own test suite (below) runs --help and --print_config
     workdir = tmp_path / "empty"
     workdir.mkdir()
-    script = (
+    env["WANDB_MODE"] = "disabled"
+    script = (  # (one interpreter for both: each start-up imports torch and Lightning)
         f"from {package}.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
-        "print('=== print_config ===')\nmain(['fit', '--print_config'])\n"
+        f"print('=== fit ===')\nmain(['fit', *{FAST!r}])\n"
     )
-    help_text, printed = run([sys.executable, "-c", script], cwd=workdir, env=env).split(
-        "=== print_config ==="
-    )
+    help_text = run([sys.executable, "-c", script], cwd=workdir, env=env).split("=== fit ===")[0]
     assert f"python -m {package}" in help_text and "fit" in help_text
-    config = yaml.safe_load(printed)
+    (run_dir,) = (workdir / "logs").iterdir()
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["model"]["class_path"].startswith(f"{package}.models.")
+    assert (run_dir / "metrics.csv").is_file()
+    assert {p.name for p in (run_dir / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
+    if not uses_logger_yaml(repo, package):
+        pytest.xfail("the CLI does not read <package>/configs/logger.yaml yet")
     loggers = config["trainer"]["logger"]
     loggers = loggers if isinstance(loggers, list) else [loggers]
-    assert [item["class_path"].rsplit(".", 1)[-1] for item in loggers] == LOGGER_CLASSES[answers["logger"]]
-    assert config["model"]["class_path"] == f"{package}.models.ImageClassifier"
-    assert not (workdir / "logs").exists()
+    assert loggers[0]["class_path"].rsplit(".", 1)[-1] == LOGGER_CLASSES[answers["logger"]][0]
+    assert bool(list(run_dir.glob("events.out.tfevents.*"))) == (answers["logger"] == "tensorboard")
 
 
-def test_generated_repo_passes_its_own_test_suite(baked: dict[str, Path], tmp_path: Path) -> None:
-    """The generated repo's tests (without the one long end-to-end training run) pass in a subprocess."""
-    repo = baked["csv-mit-gha-git"]
+#: One complete suite per logger value, the csv one a minimal repo.
+SUITES = ["csv-mit-gha-git", "tensorboard-apache-nogha", "wandb-bsd-longname-git"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SUITES)
+def test_generated_repo_passes_its_complete_suite(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
+    """The generated repo's own checks as its CI runs them: ruff (above), mypy and every test, the
+    slow ones included."""
+    repo = baked[name]
     env = subprocess_env(repo, tmp_path)
+    run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=repo, env=env, timeout=900)
     output = run(
-        [sys.executable, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider", "-W", "ignore"],
+        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-W", "ignore"],
         cwd=repo,
         env=env,
-        timeout=600,
+        timeout=3600,
     )
     assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-2000:]
 
@@ -293,3 +391,26 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
     assert 'UPSTREAM = "acme_vision.runs"' in (repo / "acme_vision" / "runs.py").read_text()
+
+
+def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
+    """``cookiecutter <git URL>`` (as the README shows; here a ``git+file://`` URL of a one-commit copy
+    of the template) clones the template with its symlink folder and generates the repo."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout of the template")
+    template = tmp_path / "template"
+    _snapshot_template(template)
+    config = tmp_path / "cookiecutter-config.yaml"
+    config.write_text(yaml.safe_dump({"cookiecutters_dir": str(tmp_path / "clones")}))
+    repo = Path(
+        cookiecutter_main.cookiecutter(
+            f"git+file://{template}",
+            no_input=True,
+            extra_context={**COMMON, "project_name": "Acme Vision", "examples": "minimal", "init_git": False},
+            output_dir=str(tmp_path / "out"),
+            config_file=str(config),
+        )
+    )
+    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
+    assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
+    assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()

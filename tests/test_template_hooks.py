@@ -6,11 +6,12 @@ file rewrites, the symlinked template folder and the workflow files.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -46,6 +47,7 @@ GOOD_ANSWERS: dict[str, Any] = {
     "python_version": "3.11",
     "license": "Apache-2.0",
     "logger": "tensorboard",
+    "examples": "full",
     "github_actions": True,
     "init_git": False,
 }
@@ -141,22 +143,19 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert project["name"] == "acme-vision"
     assert project["description"] == 'Vision models for "Acme".'
     assert project["authors"] == [{"name": "Ada Lovelace", "email": "ada@example.com"}]
-    assert project["license"] == {"text": "Apache-2.0"}
+    assert project["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
     assert project["requires-python"] == ">=3.11"
     assert project["scripts"] == {"acme_vision": "acme_vision.cli:main"}
     assert not any(r.startswith(("cookiecutter", "cruft")) for r in project["optional-dependencies"]["dev"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
+    assert config["tool"]["setuptools"]["package-data"] == {"acme_vision": ["configs/*.yaml"]}
     assert config["tool"]["mypy"]["files"] == ["acme_vision", "benchmarks"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
     assert config["tool"]["ruff"]["target-version"] == "py311"
     unlicensed = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "license": "none"}))
     assert "license" not in unlicensed["project"]
-
-
-def test_wandb_preset_names_the_project_after_the_package() -> None:
-    text = (REPO_ROOT / "configs" / "logger" / "wandb.yaml").read_text()
-    config = yaml.safe_load(post_gen.rename_wandb_project(text, "acme_vision"))
-    assert config["trainer"]["logger"]["init_args"]["project"] == "acme_vision"
+    minimal = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "examples": "minimal"}))
+    assert minimal["tool"]["mypy"]["files"] == ["acme_vision"]
 
 
 def test_a_rule_that_no_longer_matches_is_an_error() -> None:
@@ -165,59 +164,109 @@ def test_a_rule_that_no_longer_matches_is_an_error() -> None:
         post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
 
 
-def _default_logger(source: str) -> Any:
-    """Execute ``source`` (imports of jsonargparse/lightning allowed) and return its default logger."""
-    namespace: dict[str, Any] = {}
-    exec(compile(source, "cli_under_test.py", "exec"), namespace)
-    return namespace["TRAINER_DEFAULTS"]["logger"]
+def copy_reference_project(target: Path) -> Path:
+    """The files the template folder links, copied (links followed) as cookiecutter does."""
+    target.mkdir()
+    for link in TEMPLATE_DIR.iterdir():
+        destination = target / link.name
+        if link.is_dir():
+            shutil.copytree(link, destination, ignore=shutil.ignore_patterns("__pycache__", "logs"))
+        else:
+            shutil.copy(link, destination)
+    for cache in target.rglob(".*_cache"):
+        shutil.rmtree(cache)
+    return target
+
+
+def test_the_package_default_logger_is_the_wandb_preset() -> None:
+    """``project/configs/logger.yaml`` (the CLI's default logger) is an exact copy of the W&B preset,
+    which the hook replaces by the chosen preset."""
+    default = (REPO_ROOT / "project" / "configs" / "logger.yaml").read_text()
+    assert default == (REPO_ROOT / "configs" / "logger" / "wandb.yaml").read_text()
 
 
 @pytest.mark.parametrize(
-    ("logger", "classes"),
-    [("wandb", ["WandbLogger"]), ("tensorboard", ["TensorBoardLogger"])],
+    ("logger", "examples"), [("wandb", "full"), ("tensorboard", "minimal"), ("csv", "minimal")]
 )
-def test_logger_choice_replaces_a_default_of_another_logger(logger: str, classes: list[str]) -> None:
-    """Whatever the reference default is (here a lazy W&B or CSV logger), the choice replaces it and
-    the imports that only the old default used go, so ruff stays clean."""
-    for old in ("CSVLogger, save_dir='logs'", "WandbLogger, save_dir='logs', offline=True"):
-        old_class = old.split(",")[0]
-        if old_class == classes[0]:
-            continue
-        source = (
-            "from jsonargparse import lazy_instance\n"
-            f"from lightning.pytorch.loggers import {old_class}\n\n"
-            f'TRAINER_DEFAULTS = {{"max_epochs": 3, "logger": lazy_instance({old})}}\n'
-        )
-        new = post_gen.set_default_logger(source, logger)
-        assert "import" not in new, new  # both imports were only used by the old default
-        value = _default_logger(new)
-        value = value if isinstance(value, list) else [value]
-        assert [item["class_path"].rsplit(".", 1)[-1] for item in value] == classes
-        assert value[0]["init_args"]["save_dir"] == "logs"
-        assert value[0]["init_args"].get("offline", True) is True
-
-
-def test_logger_choice_on_the_real_cli() -> None:
-    source = (REPO_ROOT / "project" / "cli.py").read_text()
-    current = post_gen._mentioned_names(post_gen._trainer_defaults_logger(ast.parse(source)))
-    for logger, (expression, logger_class) in post_gen.LOGGER_EXPRESSIONS.items():
-        new = post_gen.set_default_logger(source, logger)
-        if logger_class in current:
-            assert new == source, "a default that already is the chosen logger must stay as it is"
-        else:
-            assert expression in new
-            compile(new, "cli.py", "exec")
-    with pytest.raises(ValueError, match="logger='mlflow'"):
-        post_gen.set_default_logger(source, "mlflow")
-
-
-def test_readme_gets_the_title_and_loses_the_template_sections() -> None:
-    readme = post_gen.rewrite_readme((REPO_ROOT / "README.md").read_text(), GOOD_ANSWERS)
+def test_generate_copies_the_chosen_logger_and_keeps_the_chosen_examples(
+    logger: str, examples: str, tmp_path: Path
+) -> None:
+    """The hook's file operations on a copy of the reference project, without cookiecutter."""
+    repo = copy_reference_project(tmp_path / "acme-vision")
+    post_gen.generate(repo, {**GOOD_ANSWERS, "logger": logger, "examples": examples})
+    preset = yaml.safe_load((repo / "configs" / "logger" / f"{logger}.yaml").read_text())
+    default = (repo / "acme_vision" / "configs" / "logger.yaml").read_text()
+    assert default == (repo / "configs" / "logger" / f"{logger}.yaml").read_text()
+    assert yaml.safe_load(default) == preset
+    if logger == "wandb":
+        assert preset["trainer"]["logger"]["init_args"]["project"] == "acme_vision"
+    kept = examples == "full"
+    for relative in post_gen.FULL_EXAMPLES_ONLY:
+        assert (repo / relative.replace("project/", "acme_vision/")).exists() == kept, relative
+    data_init = (repo / "acme_vision" / "data" / "__init__.py").read_text()
+    models_init = (repo / "acme_vision" / "models" / "__init__.py").read_text()
+    assert ("DiabetesDataModule" in data_init) == kept and ("TabularRegressor" in models_init) == kept
+    assert ("MNISTDataModule" in data_init) == kept and "DigitsDataModule" in data_init
+    for init in (data_init, models_init):
+        compile(init, "__init__.py", "exec")
+    assert not (repo / "tests" / "test_template_bake.py").exists() and not (repo / "project").exists()
+    assert (repo / ".gitignore").is_file() and not (repo / post_gen.LICENSES_DIR).exists()
+    readme = (repo / "README.md").read_text()
     assert readme.startswith('# Acme Vision\n\nVision models for "Acme".\n')
-    assert "template-only" not in readme and "cookiecutter" not in readme
     assert "Python >= 3.11" in readme and "Python >= 3.10" not in readme
-    assert "GitHub Actions (`.github/workflows/ci.yml`)" in readme and "<!--" not in readme
-    without_ci = post_gen.rewrite_readme(
+    assert (
+        (repo / "acme_vision" / "__init__.py").read_text().startswith('"""Vision models for \\"Acme\\"."""')
+    )
+    assert "Apache License" in (repo / "LICENSE").read_text()[:200]
+
+
+def test_drop_imports_removes_statements_and_all_entries() -> None:
+    source = (
+        "from project.data.base import Base\n"
+        "from .diabetes import Diabetes, column_mean_std\n"
+        "from project.data.vision import (\n    CIFAR,\n    MNIST,\n)\n\n"
+        '__all__ = [\n    "Base",\n    "CIFAR",\n    "Diabetes",\n    "MNIST",\n    "column_mean_std",\n]\n'
+        '__all__ += ["Base", "Diabetes"]\n'
+    )
+    assert post_gen.drop_imports(source, {"diabetes", "vision"}) == (
+        'from project.data.base import Base\n\n__all__ = [\n    "Base",\n]\n__all__ += ["Base"]\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "shown"),
+    [
+        ({"logger": "wandb", "examples": "full"}, ["W&B default", "full only"]),
+        ({"logger": "csv", "examples": "minimal"}, ["not W&B", "CSV or TensorBoard"]),
+        ({"logger": "tensorboard", "examples": "full"}, ["not W&B", "CSV or TensorBoard", "full only"]),
+    ],
+)
+def test_markdown_blocks_follow_the_answers(answers: dict[str, str], shown: list[str]) -> None:
+    text = (
+        "<!-- template-only -->\nabout the template\n<!-- /template-only -->\n"
+        "<!-- if logger=wandb -->\nW&B default\n<!-- endif -->\n"
+        "<!-- if logger!=wandb\nnot W&B\nendif -->\n"
+        "<!-- if logger=csv,tensorboard\nCSV or TensorBoard\nendif -->\n"
+        "<!-- if examples=full -->\nfull only\n<!-- endif -->\n"
+        "| `configs/experiment/diabetes.yaml` | a row |\n| `configs/experiment/digits.yaml` | a row |\n"
+    )
+    removed = ("configs/experiment/diabetes.yaml",) if answers["examples"] == "minimal" else ()
+    rendered = post_gen.render_markdown(text, {**GOOD_ANSWERS, **answers}, removed)
+    rows = ["| `configs/experiment/digits.yaml` | a row |"]
+    if not removed:
+        rows.insert(0, "| `configs/experiment/diabetes.yaml` | a row |")
+    assert rendered.splitlines() == [*shown, *rows]
+    code = "Text.\n\n<!-- template-only -->\nx\n<!-- /template-only -->\n\n```python\na = 1\n\n\nb = 2\n```\n"
+    assert post_gen.render_markdown(code, GOOD_ANSWERS) == "Text.\n\n```python\na = 1\n\n\nb = 2\n```\n"
+
+
+def test_readme_loses_the_template_sections_and_follows_the_answers() -> None:
+    readme = post_gen.render_markdown((REPO_ROOT / "README.md").read_text(), GOOD_ANSWERS)
+    assert "template-only" not in readme and "## Start a new project" not in readme
+    assert "### Template updates" in readme and "cruft link" in readme  # (hidden in the template's own)
+    assert "GitHub Actions (`.github/workflows/ci.yml`)" in readme and "<!-- if" not in readme
+    assert "**TensorBoard by default.**" in readme and "**W&B, offline by default.**" not in readme
+    without_ci = post_gen.render_markdown(
         (REPO_ROOT / "README.md").read_text(), {**GOOD_ANSWERS, "github_actions": False}
     )
     assert "GitHub Actions" not in without_ci
@@ -230,8 +279,6 @@ def test_ci_matrix_follows_the_oldest_python_and_keeps_github_expressions() -> N
     assert workflow["jobs"]["tests"]["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
     assert workflow["jobs"]["lint"]["steps"][1]["with"]["python-version"] == "3.11"
     assert re.findall(r"\$\{\{.*?\}\}", new) == re.findall(r"\$\{\{.*?\}\}", text) != []
-    with pytest.raises(ValueError, match=r"3\.13"):
-        post_gen.python_versions("3.13")
 
 
 @pytest.mark.parametrize(
@@ -255,12 +302,18 @@ def test_workflow_files_are_valid_yaml(path: str) -> None:
 
 def test_cookiecutter_json_matches_the_hooks() -> None:
     config = json.loads((REPO_ROOT / "cookiecutter.json").read_text())
-    assert set(config["license"]) == {*post_gen.LICENSES, "none"}
-    assert set(config["logger"]) == set(post_gen.LOGGER_EXPRESSIONS)
-    assert config["python_version"] == post_gen.python_versions(config["python_version"][0])
+    licenses = {path.stem for path in (HOOKS / "licenses").glob("*.txt")}
+    assert set(config["license"]) == {*licenses, "none"}
+    assert config["examples"] == ["full", "minimal"]
+    for logger in config["logger"]:
+        assert (REPO_ROOT / "configs" / "logger" / f"{logger}.yaml").is_file()
+    for relative in post_gen.FULL_EXAMPLES_ONLY:
+        assert (REPO_ROOT / relative).exists(), relative
+    newest = f"3.{post_gen.NEWEST_PYTHON[1]}"
+    assert config["python_version"][-1] == newest, "the CI matrix tests every choice up to the newest"
     assert set(config["__prompts__"]) <= set(config)
     assert config["_copy_without_render"] == ["*"], "the reference project is copied, never rendered"
-    for license_name in post_gen.LICENSES:
+    for license_name in licenses:
         text = (HOOKS / "licenses" / f"{license_name}.txt").read_text()
         assert "[yyyy]" in text and "[name of copyright owner]" in text
 

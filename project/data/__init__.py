@@ -1,7 +1,7 @@
 """LightningDataModules.
 
 Every class imported here is registered for short names on the command line
-(``--data=DiabetesDataModule``); import a new DataModule here to make its short name work.
+(``--data=DigitsDataModule``); import a new DataModule here to make its short name work.
 """
 
 from .base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split

@@ -1,7 +1,7 @@
 """LightningModules and backbones.
 
 Every class imported here is registered for short names on the command line: LightningCLI (through
-jsonargparse) resolves ``--model=TabularRegressor`` among the imported subclasses of
+jsonargparse) resolves ``--model=ImageClassifier`` among the imported subclasses of
 ``LightningModule``. Import a new task's module here to make its short name work.
 """
 
