@@ -41,7 +41,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from project.errors import ProjectError
+from .errors import ProjectError
 
 Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES: dict[str, str] = {
@@ -258,7 +258,7 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
 def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
     """Up to ``max(size, first batch)`` inputs of ``loader``'s batches, concatenated ``[B, ...]``:
     the largest batch available however small the run's ``batch_size``."""
-    from project.loading import split_batch
+    from .loading import split_batch
 
     parts: list[Tensor] = []
     for batch in loader:
@@ -288,7 +288,7 @@ def export_checkpoint(
     Raises:
         ParityError: the exported model differs from the eager one by more than ``tolerance``.
     """
-    from project.loading import load_datamodule, load_model, predict_test_split
+    from .loading import load_datamodule, load_model, predict_test_split
 
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)

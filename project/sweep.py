@@ -50,8 +50,8 @@ from typing import Any, Literal, cast
 import yaml
 from jsonargparse import Namespace
 
-from project.cli import ProjectCLI
-from project.errors import ConfigError, ProjectError, TrainingInterrupted
+from .cli import ProjectCLI
+from .errors import ConfigError, ProjectError, TrainingInterrupted
 
 PROG = f"python -m {__package__} sweep"
 

@@ -13,10 +13,9 @@ from lightning.pytorch import LightningDataModule
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from project.data.predict_files import PredictInputs
-from project.errors import ConfigError
-
-from project.data.stateful import resumable_train_loader
+from ..errors import ConfigError
+from .predict_files import PredictInputs
+from .stateful import resumable_train_loader
 
 
 class TensorDataset(Dataset[tuple[Tensor, Tensor]]):

@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from project.data.base import BaseDataModule, TensorDataset, check_fractions, seeded_split
-from project.data.predict_files import InputTensors, PredictInputs, read_csv_rows
+from .base import BaseDataModule, TensorDataset, check_fractions, seeded_split
+from .predict_files import InputTensors, PredictInputs, read_csv_rows
 
 
 def column_mean_std(features: Tensor) -> tuple[Tensor, Tensor]:

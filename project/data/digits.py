@@ -14,7 +14,7 @@ from .base import (
     check_fractions,
     seeded_split,
 )
-from project.data.predict_files import PredictInputs, read_image_files
+from .predict_files import PredictInputs, read_image_files
 
 
 class DigitsDataModule(BaseDataModule):

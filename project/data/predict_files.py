@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from project.errors import DataError
+from ..errors import DataError
 
 
 @dataclass

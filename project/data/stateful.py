@@ -22,7 +22,7 @@ from torch.utils.data import Dataset, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler
 
-from project.callbacks.reproducibility import collect_rng_states, epoch_seed, set_rng_states
+from ..callbacks.reproducibility import collect_rng_states, epoch_seed, set_rng_states
 
 T = TypeVar("T")
 

@@ -10,9 +10,9 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
 
-from project.data.base import BaseDataModule, seeded_split
-from project.data.predict_files import PredictInputs, read_image_files
-from project.errors import DataError
+from ..errors import DataError
+from .base import BaseDataModule, seeded_split
+from .predict_files import PredictInputs, read_image_files
 
 
 class TorchvisionDataModule(BaseDataModule):
