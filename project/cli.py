@@ -29,7 +29,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, Wand
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 # Imported so that their DataModules and LightningModules are known subclasses: short class names such
-# as --model=TabularRegressor resolve only among imported classes.
+# as --model=ImageClassifier resolve only among imported classes.
 from . import data, models  # noqa: F401
 from .callbacks import (
     CSVPredictionWriter,
@@ -324,7 +324,7 @@ class ProjectCLI(LightningCLI):
             "prog": prog,
             "epilog": EPILOG,
             "allow_abbrev": False,  # --trainer.max_epoch=2 (a typo) must fail, not set max_epochs
-            "usage": f"{prog} {{{subcommands}}} [options]" if run else f"{prog} [options]",
+            "usage": f"{prog} " + ("{" + subcommands + "} " if run else "") + "[options]",
         }
         if not run:
             parser_kwargs["default_config_files"] = DEFAULT_CONFIG_FILES
@@ -339,7 +339,7 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault("subclass_mode_data", True)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_callback", SaveConfigToLoggers)
-        kwargs.setdefault("parser_kwargs", parser_kwargs)
+        kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         super().__init__(args=args, run=run, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

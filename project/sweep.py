@@ -113,7 +113,8 @@ def _named(
     if value is None:
         return default, {}
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {section} must be a mapping such as {{name: {default}}}, got {value!r}")
+        example = "{name: " + str(default) + "}"
+        raise ConfigError(f"{where}: {section} must be a mapping such as {example}, got {value!r}")
     kwargs = dict(value)
     name = kwargs.pop("name", default)
     if name not in names:
@@ -200,14 +201,14 @@ def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
     search_space = {str(key): _distribution(str(key), spec, where) for key, spec in space.items()}
     objective = raw.get("objective") or {}
     if not isinstance(objective, dict) or set(objective) - {"metric", "direction"}:
-        raise ConfigError(f"{where}: objective must be {{metric: val/acc_best, direction: maximize}}")
+        raise ConfigError(f"{where}: objective must be " + "{metric: val/acc_best, direction: maximize}")
     metric = str(objective.get("metric", "val/acc_best"))
     direction = str(objective.get("direction", "maximize"))
     if direction not in ("maximize", "minimize"):
         raise ConfigError(f"{where}: objective.direction={direction!r}; use maximize or minimize")
     enqueue = raw.get("enqueue_trials") or []
     if not isinstance(enqueue, list) or not all(isinstance(item, dict) for item in enqueue):
-        raise ConfigError(f"{where}: enqueue_trials must be a list of {{config key: value}} mappings")
+        raise ConfigError(f"{where}: enqueue_trials must be a list of " + "{config key: value} mappings")
     for index, params in enumerate(enqueue):
         outside = set(params) - set(search_space)
         if outside:

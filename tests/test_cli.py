@@ -19,16 +19,6 @@ def test_help_and_print_config(tmp_path: Path) -> None:
     assert not (tmp_path / "logs").exists(), "--print_config must not create a run folder"
 
 
-def test_default_experiment_file_matches_the_built_in_defaults(tmp_path: Path) -> None:
-    default = yaml.safe_load(run_module(["fit", "--print_config"], cwd=tmp_path).stdout)
-    explicit = yaml.safe_load(
-        run_module(
-            ["fit", "--config", str(CONFIGS / "experiment" / "digits.yaml"), "--print_config"], cwd=tmp_path
-        ).stdout
-    )
-    assert explicit == default
-
-
 def test_configs_compose_and_dotted_overrides_win(tmp_path: Path) -> None:
     printed = yaml.safe_load(
         run_module(

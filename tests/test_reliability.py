@@ -37,7 +37,7 @@ SUBPROCESS_ENV = {
         ),
         (["--model.backbone=training_helpers.DetachedBackbone"], "missing_grads", "backbone.stem.weight"),
         (["--data=training_helpers.NaNInputDigits"], "input_finite", "NaN"),
-        (["--model.num_classes=5"], "label_range", "outside [0, 5)"),
+        (["--data=training_helpers.FiveClassDigits"], "label_range", "outside [0, 5)"),
         (["--data=training_helpers.ColumnLabelDigits"], "label_shape", "shape [64, 1]"),
         (["--model=training_helpers.GradInValidationClassifier"], "eval_no_grad", "output['logits']"),
     ],

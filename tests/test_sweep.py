@@ -155,7 +155,8 @@ def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_ru
 @pytest.mark.slow
 def test_two_workers_share_a_4_trial_study_and_the_best_config_reruns(workdir: Path) -> None:
     config = write_sweep(workdir / "pair.yaml")
-    command = [sys.executable, "-m", "project", "sweep", "--config", str(config), "--n_trials", "4", *TRIAL]
+    command = [sys.executable, "-m", "project", "sweep", "--config", str(config)]
+    command += ["--n_trials", "4", *TRIAL]
     workers = [
         subprocess.Popen(
             command,

@@ -88,7 +88,13 @@ def test_every_dependency_is_protected_from_shadowing() -> None:
         *project["dependencies"],
         *(r for extra in project["optional-dependencies"].values() for r in extra),
     ]
-    import_names = {"scikit-learn": "sklearn", "pyyaml": "yaml", "pillow": "PIL", "pytest-xdist": "xdist"}
+    import_names = {
+        "scikit-learn": "sklearn",
+        "pyyaml": "yaml",
+        "pillow": "PIL",
+        "pytest-xdist": "xdist",
+        "psycopg2-binary": "psycopg2",
+    }
     for requirement in requirements:
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement)
         assert name is not None, requirement

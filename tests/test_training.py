@@ -22,7 +22,8 @@ RECORD = ["--trainer.callbacks+=training_helpers.Recorder"]
 
 
 def weights(cli: ProjectCLI) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
+    """The model's weights (its state without the best-so-far metric, which depends on the val batches)."""
+    return {k: v.detach().clone() for k, v in cli.model.state_dict().items() if not k.startswith("val_best.")}
 
 
 def ckpt_weights(path: Path) -> dict[str, torch.Tensor]:

@@ -159,8 +159,8 @@ class HealthCheck(Callback):
                 self._fail(
                     "label_range",
                     f"{stage} batch {index}: labels {bad} are outside "
-                    f"[0, {num_classes}) (num_classes={num_classes}). Fix the labels, or set "
-                    "--model.num_classes to the number of classes in the data.",
+                    f"[0, {num_classes}) (num_classes={num_classes}). Fix the labels, or the DataModule's "
+                    "num_classes (the model's is linked to it) to the number of classes in the data.",
                 )
 
     def on_train_batch_start(
