@@ -46,6 +46,7 @@ from project.callbacks import (
 from project.checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
 from project.errors import CheckpointError, ConfigError, ProjectError
 from project.progress import stdout_is_terminal
+from project.provenance import Provenance
 from project.runs import (
     CHECKPOINT_ALIASES,
     add_run_folder_arguments,
@@ -411,9 +412,11 @@ class ProjectCLI(LightningCLI):
         return trainer
 
     def after_instantiate_classes(self) -> None:
-        """Attach the CSV prediction writer for ``predict``."""
+        """Attach the CSV prediction writer for ``predict``, and the provenance record."""
         if self.subcommand == "predict":
             self.trainer.callbacks.append(CSVPredictionWriter())  # type: ignore[attr-defined]
+        # Provenance: provenance.yaml in the run folder, the same facts in checkpoints and W&B (issue 17).
+        self.trainer.callbacks.append(Provenance())  # type: ignore[attr-defined]
 
     def _finish_wandb(self) -> None:
         """Close this run's W&B runs (so the next run in this process starts its own) and, for an

@@ -274,6 +274,7 @@ def main(args: list[str]) -> None:
     Exits 2 on bad input, 1 when the parity check fails.
     """
     from project.loading import resolve_checkpoint, run_config_of
+    from project.provenance import collect, write_provenance
     from project.runs import create_run_dir
 
     parser = build_parser()
@@ -298,6 +299,8 @@ def main(args: list[str]) -> None:
         output = Path(cfg.output)
     else:
         output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+        # Provenance (issue 17): code, versions and source checkpoint, in the export's run folder.
+        write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     try:
         result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     except ParityError as error:

@@ -56,7 +56,9 @@ def load_model(ckpt_path: str | Path) -> LightningModule:
     imported.
     """
     import project.models  # noqa: F401  (registers the classes the checkpoint may name)
+    from project.checkpointing import load_checkpoint
 
+    load_checkpoint(ckpt_path)  # clear errors, and a warning when saved under other torch/Lightning versions
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
         model = LightningModule.load_from_checkpoint(str(ckpt_path), map_location="cpu", weights_only=True)

@@ -144,11 +144,13 @@ def test_two_process_cpu_ddp_writes_once_syncs_metrics_and_loads_into_one_proces
         timeout=300,
     )
     (fit_dir,) = run_dirs(tmp_path / "logs")  # rank 1 reused rank 0's folder
-    assert {p.name for p in fit_dir.iterdir()} == {
+    # (provenance.package.diff too when the checkout has uncommitted changes)
+    assert {p.name for p in fit_dir.iterdir() if p.suffix != ".diff"} == {
         "checkpoints",
         "config.yaml",
         "hparams.yaml",
         "metrics.csv",
+        "provenance.yaml",
     }
     assert {p.name for p in (fit_dir / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
     ddp_acc = _last_row(fit_dir / "metrics.csv", "val/acc")
