@@ -14,9 +14,10 @@ import torch
 import torchmetrics
 import yaml
 from conftest import FAST, RunCLI, run_dirs, run_module
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
 from project import provenance
-from project.cli import main
+from project.cli import ProjectCLI, main
 from project.loading import load_model
 
 GIT = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com"]
@@ -142,3 +143,30 @@ def test_export_run_folder_records_the_checkpoint_and_versions(run_cli: RunCLI, 
     assert facts["checkpoint"] == str((fit.run_dir / "checkpoints" / "best.ckpt").resolve())
     assert facts["versions"]["torch"] == torch.__version__
     assert [path.name for path in run_dirs(workdir / "logs")] == sorted([fit.run_dir.name, "exported"])
+
+
+class _RecordingWandbRun:
+    """Stands in for ``wandb.Run``: records what ``config.update`` receives."""
+
+    def __init__(self) -> None:
+        self.config = self
+        self.updates: list[dict[str, object]] = []
+
+    def update(self, values: dict[str, object], allow_val_change: bool = False) -> None:
+        self.updates.append(values)
+
+
+def test_wandb_run_config_gets_the_same_facts_as_the_file(workdir: Path) -> None:
+    cli = ProjectCLI(args=[*FAST, "--trainer.logger=false"], run=False)
+    (callback,) = [cb for cb in cli.trainer.callbacks if isinstance(cb, provenance.Provenance)]
+    wandb_logger = WandbLogger.__new__(WandbLogger)  # no wandb.init: its run is the recorder
+    run = _RecordingWandbRun()
+    wandb_logger._experiment = run
+    cli.trainer.loggers = [CSVLogger(cli.run_dir, name="", version=""), wandb_logger]
+    callback.setup(cli.trainer, cli.model, "fit")
+    facts = provenance.read_provenance(cli.run_dir)
+    assert facts is not None and run.updates == [{"provenance": callback.facts}]
+    assert {key: facts[key] for key in ("command", "seed", "versions")} == {
+        key: run.updates[0]["provenance"][key]
+        for key in ("command", "seed", "versions")  # type: ignore[index]
+    }
