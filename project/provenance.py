@@ -70,7 +70,8 @@ def git_state(folder: str | Path) -> dict[str, Any]:
     Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the
     first commit; ``diff`` is ``""`` when clean, and is cut at :data:`MAX_DIFF_CHARS` characters with a
     ``diff_cut`` note), or ``{"path", "git": "not a git checkout"}`` outside a checkout, or
-    ``{"path", "git": "git is not installed"}``. Never raises for a missing checkout or git.
+    ``{"path", "git": "git is not installed"}``, or ``{"path", "commit", "git": "git failed: ..."}``
+    when ``git status``/``git diff`` fail. Never raises for a missing checkout or git.
     """
     path = Path(folder).resolve()
     if shutil.which("git") is None:
@@ -84,9 +85,13 @@ def git_state(folder: str | Path) -> dict[str, Any]:
         state["commit"] = _git(top, "rev-parse", "HEAD").strip()
     except subprocess.CalledProcessError:
         state["commit"] = None  # a repository without commits yet
-    status = _git(top, "status", "--porcelain", "--untracked-files=normal").splitlines()
-    state["dirty"] = any(not line.startswith("??") for line in status)
-    diff = _git(top, "diff", "HEAD") if state["commit"] and state["dirty"] else ""
+    try:
+        status = _git(top, "status", "--porcelain", "--untracked-files=normal").splitlines()
+        state["dirty"] = any(not line.startswith("??") for line in status)
+        diff = _git(top, "diff", "HEAD") if state["commit"] and state["dirty"] else ""
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        stderr = str(getattr(error, "stderr", "") or error).strip().splitlines()
+        return {**state, "git": f"git failed: {stderr[0] if stderr else error}"}  # never stops a run
     state["diff"] = diff[:MAX_DIFF_CHARS]
     if len(diff) > MAX_DIFF_CHARS:
         state["diff_cut"] = (
