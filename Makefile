@@ -3,12 +3,13 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: train test test-all lint typecheck unit unit-all clean
+.PHONY: train test test-all lint typecheck unit unit-all clean constraints
 
-$(VENV)/.installed: pyproject.toml
+# Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml).
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e ".[dev]"
+	$(PY) -m pip install -c requirements/constraints.txt -e ".[dev]"
 	touch $@
 
 ## Train the default experiment, then test its best checkpoint.
@@ -34,6 +35,18 @@ unit: $(VENV)/.installed
 
 unit-all: $(VENV)/.installed
 	$(PY) -m pytest -n 2 --durations=15
+
+## Refresh requirements/constraints.txt: the newest versions pyproject.toml allows (dependencies and the
+## dev extra), resolved by pip-tools' pip-compile; then run `make test` and commit the file if it passes.
+## A constraint file set in pip's config (pip-compile ignores it) is passed on.
+constraints:
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "pip-tools>=7.4"
+	CUSTOM_COMPILE_COMMAND="make constraints" $(PY) -m piptools compile --upgrade --quiet --extra=dev --strip-extras --allow-unsafe --no-annotate \
+		--no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
+		$(addprefix --constraint=,$(PIP_CONFIG_CONSTRAINT)) --output-file=requirements/constraints.txt pyproject.toml
+
+PIP_CONFIG_CONSTRAINT = $(shell $(PY) -m pip config list 2>/dev/null | sed -n "s/^global.constraint='\(.*\)'$$/\1/p")
 
 clean:
 	rm -rf $(VENV) logs .mypy_cache .ruff_cache .pytest_cache

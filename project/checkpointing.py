@@ -13,6 +13,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from torch import nn
 
 from .errors import CheckpointError
+from .provenance import warn_on_version_change
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -45,6 +46,7 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
 
     With ``weights_only`` true (or ``None``) only tensors and plain containers are unpickled, so a
     file cannot run code (PRACTICES.md row 15); ``weights_only=False`` is the explicit trust flag.
+    Warns (once per file) when it was saved under another major.minor version of torch or Lightning.
 
     Raises:
         CheckpointError: the file does not exist, is truncated or corrupt, or needs arbitrary
@@ -55,7 +57,7 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
         raise CheckpointError(f"checkpoint {str(file)!r} does not exist")
     safe = weights_only is not False
     try:
-        return torch.load(file, map_location="cpu", weights_only=safe, mmap=True)
+        checkpoint: dict[str, Any] = torch.load(file, map_location="cpu", weights_only=safe, mmap=True)
     except pickle.UnpicklingError as error:
         unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(file) if safe else []
         if unsafe:
@@ -70,6 +72,8 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
             f"checkpoint {str(file)!r} is not a readable PyTorch checkpoint (truncated or corrupt? "
             f"{type(error).__name__}: {str(error).splitlines()[0]})"
         ) from None
+    warn_on_version_change(checkpoint, file)  # saved under another torch/Lightning major.minor (issue 17)
+    return checkpoint
 
 
 def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:

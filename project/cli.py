@@ -44,6 +44,7 @@ from .callbacks import (
 from .checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
 from .errors import CheckpointError, ConfigError, ProjectError
 from .progress import stdout_is_terminal
+from .provenance import Provenance
 from .runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of
 
 #: Loaded before any ``--config``: the defaults of every setting, then the default logger.
@@ -468,8 +469,8 @@ class ProjectCLI(LightningCLI):
         return trainer
 
     def after_instantiate_classes(self) -> None:
-        """Give ``config.yaml`` back its portable values, keep a continued run's ``metrics.csv``, and
-        attach the CSV prediction writer for ``predict``."""
+        """Give ``config.yaml`` back its portable values, keep a continued run's ``metrics.csv``,
+        attach the CSV prediction writer for ``predict``, and the provenance record."""
         config = self._config()
         config.trainer.logger = self._user_logger  # the saved config.yaml names no run folder
         for callback in (config.checkpoint, config.last_checkpoint):
@@ -484,6 +485,8 @@ class ProjectCLI(LightningCLI):
             )
         if self.subcommand == "predict":
             self.trainer.callbacks.append(CSVPredictionWriter())  # type: ignore[attr-defined]
+        # Provenance: provenance.yaml in the run folder, the same facts in checkpoints and W&B (issue 17).
+        self.trainer.callbacks.append(Provenance())  # type: ignore[attr-defined]
 
     def finish_wandb(self) -> None:
         """Close this run's W&B run (the next run in this process starts its own) and, for an offline

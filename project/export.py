@@ -354,6 +354,7 @@ def main(args: list[str]) -> None:
     exit code 1 from :func:`project.cli.main`) when the exporter or the parity check fails.
     """
     from .loading import resolve_checkpoint, run_config_of
+    from .provenance import collect, write_provenance
     from .runs import create_run_dir
 
     parser = build_parser()
@@ -378,6 +379,8 @@ def main(args: list[str]) -> None:
         output = Path(cfg.output)
     else:
         output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+        # Provenance: code, versions and source checkpoint, in the export's run folder.
+        write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())
     print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {result.tolerance:g}")

@@ -38,8 +38,10 @@ def load_model(ckpt_path: str | Path) -> LightningModule:
     weights are loaded. Only classes already imported can be built, so ``project.models`` is
     imported.
     """
-    from . import models  # noqa: F401
+    from . import models  # noqa: F401  (registers the classes the checkpoint may name)
+    from .checkpointing import load_checkpoint
 
+    load_checkpoint(ckpt_path)  # clear errors, and a warning when saved under other torch/Lightning versions
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
         model = LightningModule.load_from_checkpoint(str(ckpt_path), map_location="cpu", weights_only=True)

@@ -12,7 +12,9 @@ Writes into ``RUN_DIR/report/`` (or ``--output``), each ``WIDTH x HEIGHT`` pixel
   run's ``config.yaml``. Recomputing it here, rather than logging it during ``test``, makes the report
   work for any finished ``fit`` run. Skipped (with a message) when the run has no checkpoint.
 
-A plot whose keys are not in ``metrics.csv`` is skipped with a message.
+A plot whose keys are not in ``metrics.csv`` is skipped with a message. The run's provenance (commit,
+versions, seed: ``provenance.yaml``) is summed up in one line; ``--print_provenance`` prints all of it
+and its diffs, and writes no plots.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from .provenance import PROVENANCE_FILE, read_provenance
+from .provenance import summary as provenance_summary
 
 #: Size of every figure: inches x dpi = 640 x 480 pixels.
 FIGSIZE = (6.4, 4.8)
@@ -140,6 +145,16 @@ def write_report(
     return written
 
 
+def print_provenance(run_dir: Path, parser: Any) -> None:
+    """Print ``RUN_DIR/provenance.yaml`` and the diff files it names (``parser.error`` when missing)."""
+    path = run_dir / PROVENANCE_FILE
+    if not path.is_file():
+        parser.error(f"RUN_DIR={str(run_dir)!r}: no {PROVENANCE_FILE} there; pass a run folder (logs/<run>)")
+    print(path.read_text(), end="")
+    for diff in sorted(run_dir.glob("provenance.*.diff")):
+        print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
+
+
 def main(args: list[str]) -> None:
     """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``.
 
@@ -161,12 +176,23 @@ def main(args: list[str]) -> None:
     parser.add_argument(
         "--config", type=str | None, default=None, help="Run config for the data (default: the run's)."
     )
+    parser.add_argument(
+        "--print_provenance",
+        action="store_true",
+        help="Print the run's provenance.yaml (code, versions, seed) and its diffs, and stop.",
+    )
     cfg = parser.parse_args(args)
     run_dir = Path(cfg.run_dir)
+    if cfg.print_provenance:
+        print_provenance(run_dir, parser)
+        return
     if not (run_dir / "metrics.csv").is_file():
         parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
     if cfg.ckpt_path and not Path(cfg.ckpt_path).is_file():
         parser.error(f"--ckpt_path={cfg.ckpt_path!r}: no such file")
+    facts = read_provenance(run_dir)
+    if facts is not None:
+        print(f"provenance: {provenance_summary(facts)} (--print_provenance shows all)")
     output = Path(cfg.output) if cfg.output else run_dir / "report"
     written = write_report(
         run_dir,

@@ -146,6 +146,9 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
         assert not (repo / absent).exists(), absent
     assert not list(repo.glob("tests/test_template_*.py")) and not list(repo.rglob("__pycache__"))
     assert (repo / ".gitignore").is_file() and (repo / ".pre-commit-config.yaml").is_file()
+    assert (repo / "requirements" / "constraints.txt").is_file() and (
+        repo / "requirements" / "lowest.txt"
+    ).is_file()
 
     files = [p for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts]
     for path in files:

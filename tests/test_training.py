@@ -146,9 +146,13 @@ def test_two_process_cpu_ddp_writes_once_syncs_metrics_and_loads_into_one_proces
     )
     (fit_dir,) = run_dirs(tmp_path / "logs")  # rank 1 reused rank 0's folder
     # (besides the logger's own files: TensorBoard's event file, if it is the logger; W&B is disabled
-    # in the tests)
-    names = {p.name for p in fit_dir.iterdir() if not p.name.startswith("events.out.tfevents.")}
-    assert names == {"checkpoints", "config.yaml", "hparams.yaml", "metrics.csv"}
+    # in the tests; provenance.package.diff when the checkout has uncommitted changes)
+    names = {
+        p.name
+        for p in fit_dir.iterdir()
+        if not p.name.startswith("events.out.tfevents.") and p.suffix != ".diff"
+    }
+    assert names == {"checkpoints", "config.yaml", "hparams.yaml", "metrics.csv", "provenance.yaml"}
     assert {p.name for p in (fit_dir / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
     ddp_acc = _last_row(fit_dir / "metrics.csv", "val/acc")
     ddp_loss = _last_row(fit_dir / "metrics.csv", "val/loss")

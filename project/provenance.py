@@ -1,0 +1,272 @@
+"""Provenance: which code, environment and seed produced a run, recorded where the run's results are.
+
+Every run folder gets a ``provenance.yaml`` (fit, validate, test, predict and the tuning commands
+through the :class:`Provenance` callback; ``export`` through :func:`write_provenance`), and the same
+facts go into every checkpoint (key ``"provenance"``) and the W&B run config (key ``"provenance"``):
+
+- ``command``: the interpreter's command line (``sys.orig_argv``), ``working_dir`` and ``started`` (UTC);
+- ``seed``: the global seed Lightning set (``PL_GLOBAL_SEED``), or ``None`` when none was set;
+- ``git.package``: the git checkout holding this package's source (the code that ran): ``commit``,
+  ``dirty`` (tracked files differ from the commit), ``diff`` (``git diff HEAD`` of tracked files, cut
+  at :data:`MAX_DIFF_CHARS` with a note saying so; in the run folder it is the file
+  ``provenance.<package|working_dir>.diff``), ``untracked`` (up to :data:`MAX_UNTRACKED` names);
+  ``git.working_dir``: the same for the working directory (configs and data often live there), or
+  ``"same checkout as package"``. A folder outside any checkout (e.g. an installed wheel) records
+  ``git: not a git checkout``; without the ``git`` program, ``git: git is not installed``;
+- ``versions``: Python, torch (and the CUDA / cuDNN it was built with), lightning, torchmetrics,
+  jsonargparse, wandb, numpy;
+- ``devices``: the accelerator and device names the trainer ran on.
+
+Loading a checkpoint whose saved torch or Lightning major.minor version differs from the running one
+warns once per file (:func:`warn_on_version_change`): results and even loading may differ.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import warnings
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.loggers import WandbLogger
+
+#: File name of the record in a run folder.
+PROVENANCE_FILE = "provenance.yaml"
+#: Key of the record in a checkpoint and in the W&B run config.
+CHECKPOINT_KEY = "provenance"
+#: Longest diff (characters) kept; a longer one is cut and says so.
+MAX_DIFF_CHARS = 50_000
+#: Most untracked file names listed.
+MAX_UNTRACKED = 20
+#: Distributions whose versions are recorded (``torch`` gets its CUDA/cuDNN build as well).
+VERSIONED = ("torch", "lightning", "torchmetrics", "jsonargparse", "wandb", "numpy")
+NOT_A_CHECKOUT = "not a git checkout"
+#: The version Lightning itself stores in every checkpoint it saves.
+LIGHTNING_CKPT_KEY = "pytorch-lightning_version"
+
+
+def _git(folder: Path, *args: str) -> str:
+    """Output of ``git -C folder ARGS`` (raises ``CalledProcessError`` on a non-zero exit)."""
+    result = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=30
+    )
+    return result.stdout
+
+
+def git_state(folder: str | Path) -> dict[str, Any]:
+    """The git state of the checkout that holds ``folder``.
+
+    Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the
+    first commit; ``diff`` is ``""`` when clean, and is cut at :data:`MAX_DIFF_CHARS` characters with a
+    ``diff_cut`` note), or ``{"path", "git": "not a git checkout"}`` outside a checkout, or
+    ``{"path", "git": "git is not installed"}``, or ``{"path", "commit", "git": "git failed: ..."}``
+    when ``git status``/``git diff`` fail. Never raises for a missing checkout or git.
+    """
+    path = Path(folder).resolve()
+    if shutil.which("git") is None:
+        return {"path": str(path), "git": "git is not installed"}
+    try:
+        top = Path(_git(path, "rev-parse", "--show-toplevel").strip())
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
+        return {"path": str(path), "git": NOT_A_CHECKOUT}
+    state: dict[str, Any] = {"path": str(top)}
+    try:
+        state["commit"] = _git(top, "rev-parse", "HEAD").strip()
+    except subprocess.CalledProcessError:
+        state["commit"] = None  # a repository without commits yet
+    try:
+        status = _git(top, "status", "--porcelain", "--untracked-files=normal").splitlines()
+        state["dirty"] = any(not line.startswith("??") for line in status)
+        diff = _git(top, "diff", "HEAD") if state["commit"] and state["dirty"] else ""
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+        stderr = str(getattr(error, "stderr", "") or error).strip().splitlines()
+        return {**state, "git": f"git failed: {stderr[0] if stderr else error}"}  # never stops a run
+    state["diff"] = diff[:MAX_DIFF_CHARS]
+    if len(diff) > MAX_DIFF_CHARS:
+        state["diff_cut"] = (
+            f"cut at {MAX_DIFF_CHARS} of {len(diff)} characters; `git diff {state['commit'][:12]}` in "
+            f"{top} shows it all"
+        )
+    untracked = [line[3:] for line in status if line.startswith("??")]
+    state["untracked"] = untracked[:MAX_UNTRACKED] + (
+        [f"... and {len(untracked) - MAX_UNTRACKED} more"] if len(untracked) > MAX_UNTRACKED else []
+    )
+    return state
+
+
+def versions() -> dict[str, Any]:
+    """Python and library versions, and torch's CUDA / cuDNN build (``None`` for a CPU build)."""
+    import torch
+
+    found: dict[str, Any] = {"python": platform.python_version()}
+    for name in VERSIONED:
+        module = sys.modules.get(name)  # the version that runs, if imported; else the installed one
+        try:
+            found[name] = str(getattr(module, "__version__", None) or version(name))
+        except PackageNotFoundError:
+            found[name] = None
+    found["torch"] = str(torch.__version__)  # with its local label, e.g. 2.4.1+cu121
+    found["torch_cuda"] = torch.version.cuda
+    found["torch_cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return found
+
+
+def devices(trainer: Trainer | None = None) -> dict[str, Any]:
+    """The accelerator and the names of the devices ``trainer`` runs on (all visible ones without a
+    trainer), e.g. ``{"accelerator": "cuda", "names": ["NVIDIA H100 80GB HBM3"]}``."""
+    import torch
+
+    name = type(trainer.accelerator).__name__ if trainer is not None else "none"
+    if trainer is not None and trainer.strategy.root_device.type == "cuda":
+        ids = trainer.device_ids
+    elif trainer is None and torch.cuda.is_available():
+        ids = list(range(torch.cuda.device_count()))
+    else:
+        processor = platform.processor() or platform.machine()
+        return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
+    return {"accelerator": name, "names": [torch.cuda.get_device_name(index) for index in ids]}
+
+
+def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
+    """All the facts above as plain data (``yaml.safe_dump``-able, loadable with ``weights_only``);
+    ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
+    package_dir = Path(__file__).resolve().parent
+    package = git_state(package_dir)
+    working = git_state(Path.cwd())
+    seed = os.environ.get("PL_GLOBAL_SEED")
+    return {
+        "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
+        "working_dir": str(Path.cwd()),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "seed": int(seed) if seed is not None and seed.lstrip("-").isdigit() else None,
+        **extra,
+        "git": {
+            "package": package,
+            "working_dir": "same checkout as package"
+            if "commit" in working and working["path"] == package["path"]
+            else working,
+        },
+        "versions": versions(),
+        "devices": devices(trainer),
+    }
+
+
+def write_provenance(folder: str | Path, facts: dict[str, Any]) -> Path:
+    """Write ``facts`` to ``folder/provenance.yaml`` and return its path.
+
+    Each non-empty diff goes into its own file next to it, ``provenance.<checkout>.diff`` (plain text
+    that ``git apply`` takes; a diff inside YAML would be one long quoted string), and the YAML names
+    that file instead.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = copy.deepcopy(facts)
+    for name, state in record.get("git", {}).items():
+        if isinstance(state, dict) and state.get("diff"):
+            diff_file = folder / f"provenance.{name}.diff"
+            diff_file.write_text(state["diff"])
+            state["diff"] = f"{diff_file.name} ({len(state['diff'])} characters)"
+    path = folder / PROVENANCE_FILE
+    path.write_text(yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110))
+    return path
+
+
+def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
+    """The ``provenance.yaml`` of ``run_dir`` as a dict, or ``None`` when it has none."""
+    path = Path(run_dir) / PROVENANCE_FILE
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+def summary(facts: dict[str, Any]) -> str:
+    """One line: the package's commit (and ``dirty``), torch, lightning and the seed."""
+    git = facts.get("git", {}).get("package", {})
+    code = (
+        f"commit {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}"
+        if git.get("commit")
+        else git.get("git", "no commit")
+    )
+    found = facts.get("versions", {})
+    return f"{code}, torch {found.get('torch')}, lightning {found.get('lightning')}, seed {facts.get('seed')}"
+
+
+class Provenance(Callback):
+    """Write ``provenance.yaml`` into the run folder (``trainer.log_dir``) when a stage starts, add the
+    same facts to every checkpoint saved (``checkpoint["provenance"]``) and to the W&B run config."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, Any] | None = None
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Collect the facts once, write the file and update W&B (rank 0)."""
+        folder = trainer.log_dir or trainer.default_root_dir  # (broadcasts: asked on every rank)
+        if self.facts is not None:
+            return
+        self.facts = collect(trainer)
+        if not trainer.is_global_zero:
+            return
+        write_provenance(folder, self.facts)
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                logger.experiment.config.update({CHECKPOINT_KEY: self.facts}, allow_val_change=True)
+
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """Store the facts in ``checkpoint["provenance"]``."""
+        checkpoint[CHECKPOINT_KEY] = self.facts if self.facts is not None else collect(trainer)
+
+
+class VersionChangeWarning(UserWarning):
+    """A checkpoint was saved under another major.minor version of torch or Lightning."""
+
+
+_warned: set[str] = set()
+
+
+def _major_minor(text: str | None) -> tuple[int, ...] | None:
+    """``(major, minor)`` of a version string such as ``2.4.1+cu121``, or ``None``."""
+    try:
+        return tuple(int(part) for part in str(text).split("+")[0].split(".")[:2])
+    except ValueError:
+        return None
+
+
+def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list[str]:
+    """Warn (a :class:`VersionChangeWarning`, once per file per process) when ``checkpoint`` was saved
+    under another major.minor version of Lightning (``pytorch-lightning_version``, which Lightning
+    stores in every checkpoint) or of torch (``provenance.versions.torch``, stored by
+    :class:`Provenance`). Returns the differences found (empty when none)."""
+    import lightning
+    import torch
+
+    saved_versions = (checkpoint.get(CHECKPOINT_KEY) or {}).get("versions") or {}
+    pairs = {
+        "lightning": (checkpoint.get(LIGHTNING_CKPT_KEY), lightning.__version__),
+        "torch": (saved_versions.get("torch"), torch.__version__),
+    }
+    changes = [
+        f"{name} {saved} (now {running})"
+        for name, (saved, running) in pairs.items()
+        if saved is not None and _major_minor(saved) != _major_minor(running)
+    ]
+    key = str(Path(path).resolve())
+    if changes and key not in _warned:
+        _warned.add(key)
+        warnings.warn(
+            f"checkpoint {str(path)!r} was saved under {', '.join(changes)}: loading and results may differ. "
+            f"To reproduce the run, install the versions it records (see its {PROVENANCE_FILE}).",
+            VersionChangeWarning,
+            stacklevel=2,
+        )
+    return changes
