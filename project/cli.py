@@ -12,6 +12,7 @@ first, then ``--config`` files (repeatable, later files win), then dotted overri
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import sys
 import warnings
@@ -186,15 +187,16 @@ def check_linked_not_set(parser: LightningArgumentParser, argv: list[str]) -> No
     """Stop (exit 2) when a linked value is set on the command line or in a ``--config`` file: the
     link would silently replace it."""
     given = [arg.split("=", 1)[0].lstrip("-").replace(".init_args.", ".") for arg in argv]
-    for index, arg in enumerate(argv[:-1]):
-        if arg in ("--config", "-c") and Path(argv[index + 1]).is_file():
-            config = yaml.safe_load(Path(argv[index + 1]).read_text()) or {}
-            given += [
-                f"{top}.{key}"
-                for top, section in config.items()
-                if isinstance(section, dict)
-                for key in {**section, **(section.get("init_args") or {})}
-            ]
+    files = [arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")]
+    files += [value for flag, value in itertools.pairwise(argv) if flag in ("--config", "-c")]
+    for file in (Path(name) for name in files):
+        config = yaml.safe_load(file.read_text()) if file.is_file() else {}
+        given += [
+            f"{top}.{key}"
+            for top, section in (config or {}).items()
+            if isinstance(section, dict)
+            for key in {**section, **(section.get("init_args") or {})}
+        ]
     for key in LINKED:
         if key in given:
             parser.error(
@@ -381,13 +383,13 @@ class ProjectCLI(LightningCLI):
         """Parse; then resolve ``--ckpt_path`` (alias or file), load the checkpoint once (honouring
         ``--weights_only``) and take the model (and data) class and arguments from it."""
         self.checkpoint: dict[str, Any] | None = None
+        argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
+        check_linked_not_set(parser, argv)  # before parsing: jsonargparse's own message is obscure
         super().parse_arguments(parser, args)
         config = self._config()
         check_sync_batchnorm(parser, config.trainer)
         check_wandb_log_model(parser, config.trainer.logger)
-        argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
         warn_carried_over(config, argv)
-        check_linked_not_set(parser, argv)
         if config.get("ckpt_path") is None:
             return
         try:

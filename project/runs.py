@@ -63,6 +63,11 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
         run_dir = root / job_name
         run_dir.mkdir(exist_ok=True)
     elif run_name:
+        if Path(run_name).name != run_name or run_name in (".", ".."):
+            raise RunExistsError(
+                f"run_name={run_name!r}: must be a plain folder name (no '/' or '..'); the run folder is "
+                f"created under logs_dir={str(logs_dir)!r}"
+            )
         run_dir = root / run_name
         try:
             run_dir.mkdir()
@@ -104,14 +109,18 @@ def best_checkpoint_of(last: Path) -> Path:
     import torch
 
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
-    paths = [
-        value["best_model_path"]
+    records = [
+        value
         for key, value in state.items()
         if key.startswith("ModelCheckpoint") and value.get("monitor") and value.get("best_model_path")
     ]
-    if not paths:
+    if not records:
         raise FileNotFoundError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
-    best = last.parent / Path(paths[0]).name  # the run folder may have moved since
+    # relative to the callback's folder (a filename such as "{epoch}-{val/acc:.3f}" makes subfolders),
+    # and looked up in this run folder (it may have moved since)
+    path, folder = Path(records[0]["best_model_path"]), records[0].get("dirpath")
+    relative = path.relative_to(folder) if folder and path.is_relative_to(folder) else Path(path.name)
+    best = last.parent / relative
     if not best.is_file():
         raise FileNotFoundError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
     return best

@@ -48,9 +48,23 @@ def test_the_datamodule_decides_classes_and_channels(run_cli: RunCLI) -> None:
     assert test.model.head.out_features == 5
 
 
-def test_a_linked_value_cannot_be_set_against_its_source(tmp_path: Path) -> None:
-    result = run_module(["fit", "--model.num_classes=7", "--trainer.max_epochs=1"], cwd=tmp_path, check=False)
-    assert result.returncode == 2 and "num_classes" in result.stderr
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model.num_classes=7"],
+        ["--checkpoint.monitor=val/loss"],
+        ["--config", "nc.yaml"],
+        ["--config=nc.yaml"],
+        ["--config=monitor.yaml"],
+    ],
+)
+def test_a_linked_value_cannot_be_set_against_its_source(workdir: Path, args: list[str]) -> None:
+    (workdir / "nc.yaml").write_text("model:\n  init_args:\n    num_classes: 3\n")
+    (workdir / "monitor.yaml").write_text("checkpoint:\n  monitor: val/loss\n")
+    with pytest.raises(SystemExit) as caught:
+        ProjectCLI(args=["fit", *args])
+    assert caught.value.code == 2
+    assert not (workdir / "logs").exists()
 
 
 def test_the_checkpoint_monitor_follows_the_models_best_metric(run_cli: RunCLI) -> None:

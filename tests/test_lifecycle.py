@@ -99,6 +99,24 @@ def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> N
     assert epoch_of(Path(test.config.test.ckpt_path)) == 4  # the lowest score
 
 
+def test_best_resolves_when_the_filename_makes_subfolders(run_cli: RunCLI) -> None:
+    """``{val/acc:.3f}`` in a filename makes Lightning write into a subfolder ``epoch=1-val/``."""
+    args = ["--model.scores=[0.5,0.9,0.6]", "--trainer.max_epochs=3", "--checkpoint.save_top_k=2"]
+    run_cli("fit", *SCRIPTED, *args, "--checkpoint.filename={epoch}-{val/acc:.3f}")
+    test = run_cli("test", "--ckpt_path=best")
+    best = Path(test.config.test.ckpt_path)
+    assert (best.parent.name, best.name, epoch_of(best)) == ("epoch=1-val", "acc=0.900.ckpt", 1)
+
+
+def test_a_run_name_cannot_leave_the_logs_folder(run_cli: RunCLI, workdir: Path) -> None:
+    from project.errors import RunExistsError
+
+    for name in ("../escape", "a/b", ".."):
+        with pytest.raises(RunExistsError, match="plain folder name"):
+            run_cli("fit", f"--run_name={name}")
+    assert not (workdir / "escape").exists()
+
+
 def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_the_old_run(
     run_cli: RunCLI, workdir: Path
 ) -> None:
