@@ -19,7 +19,7 @@ REQUIREMENTS = REPO_ROOT / "requirements"
 
 def _project() -> dict:
     """The ``[project]`` table of pyproject.toml (found by its ``dependencies``: a generated repo
-    must not keep the template's package name as a string)."""
+    must not keep the package's own name as a string)."""
     tables = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text()).values()
     return next(table for table in tables if "dependencies" in table)
 
