@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: train test test-all lint typecheck unit unit-all clean constraints
+.PHONY: train test test-all test-generated lint typecheck unit unit-all clean constraints
 
 # Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml).
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
@@ -34,7 +34,11 @@ unit: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -m "not slow" --durations=10
 
 unit-all: $(VENV)/.installed
-	$(PY) -m pytest -n 2 --durations=15
+	$(PY) -m pytest -n 2 -m "not generated_suite" --durations=15
+
+## The complete suites of generated repos (one per logger value; long: not part of .ci/run).
+test-generated: $(VENV)/.installed
+	$(PY) -m pytest -n 2 -m generated_suite
 
 ## Refresh requirements/constraints.txt: the newest versions pyproject.toml allows (dependencies and the
 ## dev extra), resolved by pip-tools' pip-compile; then run `make test` and commit the file if it passes.

@@ -315,6 +315,7 @@ SUITES = ["csv-mit-gha-git", "tensorboard-apache-nogha", "wandb-bsd-longname-git
 
 
 @pytest.mark.slow
+@pytest.mark.generated_suite
 @pytest.mark.parametrize("name", SUITES)
 def test_generated_repo_passes_its_complete_suite(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
     """The generated repo's own checks as its CI runs them: ruff (above), mypy and every test, the
