@@ -6,7 +6,8 @@ Trains the same network on the same data with the same optimizer (AdamW, PyTorch
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
-  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume`` callback and
+  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume``
+  callback and
   calling the training sampler's ``set_epoch`` as Lightning does;
 - ``template``: ``ProjectCLI(...).trainer.fit`` with every default callback, metric, logger and the
   progress bar (checkpoint writing is timed separately and reported on its own line);

@@ -1,5 +1,5 @@
-"""The command line: ``python -m project {fit,validate,test,predict}`` (a LightningCLI), plus the extra
-commands of :data:`EXTRA_COMMANDS` (``export``, ``report``, ...).
+"""The command line: ``python -m project {fit,validate,test,predict}`` (a
+LightningCLI), plus the extra commands of :data:`EXTRA_COMMANDS` (``export``, ``report``, ...).
 
 Defaults live in YAML: ``configs/default.yaml`` and ``configs/logger.yaml`` inside the package are loaded
 first, then ``--config`` files (repeatable, later files win), then dotted overrides
@@ -578,7 +578,8 @@ def main(args: ArgsType = None) -> None:
     """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
 
     The :data:`EXTRA_COMMANDS` are dispatched to their own modules; everything else is a LightningCLI
-    subcommand. A :class:`~project.errors.ProjectError` (bad checkpoint, missing data, failed health
+    subcommand. A :class:`~project.errors.ProjectError` (bad checkpoint, missing data,
+    failed health
     check, interruption) is printed as one ``error:`` line without a traceback, and the process exits
     with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
     """

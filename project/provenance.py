@@ -4,7 +4,8 @@ Every run folder gets a ``provenance.yaml`` (fit, validate, test, predict and th
 through the :class:`Provenance` callback; ``export`` through :func:`write_provenance`), and the same
 facts go into every checkpoint (key ``"provenance"``) and the W&B run config (key ``"provenance"``):
 
-- ``command``: the interpreter's command line (``sys.orig_argv``), ``working_dir`` and ``started`` (UTC);
+- ``command``: the interpreter's command line (``sys.orig_argv``), ``working_dir`` and ``started``
+  (local time with its UTC offset);
 - ``seed``: the global seed Lightning set (``PL_GLOBAL_SEED``), or ``None`` when none was set;
 - ``git.package``: the git checkout holding this package's source (the code that ran): ``commit``,
   ``dirty`` (tracked files differ from the commit), ``diff`` (``git diff HEAD`` of tracked files, cut
@@ -31,7 +32,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from datetime import datetime, timezone
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,7 @@ def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
         "working_dir": str(Path.cwd()),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.now().astimezone().isoformat(timespec="seconds"),  # local time, with its offset
         "seed": int(seed) if seed is not None and seed.lstrip("-").isdigit() else None,
         **extra,
         "git": {

@@ -1,4 +1,5 @@
-"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary ``fit`` run.
+"""``python -m project sweep``: hyperparameter search with Optuna, each trial an
+ordinary ``fit`` run.
 
 ```
 python -m project sweep --config configs/sweep/digits.yaml [--n_trials 20] [fit options ...]

@@ -1,4 +1,5 @@
-"""``python -m project sweep``: Optuna studies whose trials are ordinary ``fit`` runs. Each test is a
+"""``python -m project sweep``: Optuna studies whose trials are ordinary ``fit`` runs.
+Each test is a
 user sequence: sweep, read the results, re-run the best config, resume, share a study."""
 
 from __future__ import annotations

@@ -122,9 +122,8 @@ def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the
     assert size == 256, out
     assert "stopped because the next size (512) would exceed the training split of 288 samples" in out
     saved = yaml.safe_load(config.read_text())
-    assert saved == {
-        "data": {"class_path": "project.data.DiabetesDataModule", "init_args": {"batch_size": 256}},
-    }
+    data_class = "project.data.DiabetesDataModule"
+    assert saved == {"data": {"class_path": data_class, "init_args": {"batch_size": 256}}}
     cli = _rerun(_use_it(out))
     assert type(cli.model).__name__ == "TabularRegressor"
     assert cli.datamodule.batch_size == 256  # type: ignore[attr-defined]

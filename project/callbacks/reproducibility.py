@@ -62,7 +62,8 @@ class ExactResume(Callback):
       first batch), which covers a resume in the middle of an epoch, where no epoch start comes.
 
     The data order and the DataLoader workers' random streams are the training loader's part
-    (:mod:`project.data.stateful`: a ``StatefulDataLoader``, whose position Lightning saves in the
+    (:mod:`project.data.stateful`: a ``StatefulDataLoader``, whose position Lightning
+    saves in the
     checkpoint). Together: resuming from any checkpoint, at an epoch boundary or mid-epoch, ends with
     weights bit-identical to an uninterrupted run on the same hardware (README, "Checkpoints and exact
     resume").

@@ -54,7 +54,8 @@ class DiabetesDataModule(BaseDataModule):
         split_seed: Seed of the split permutation.
         standardize_target: Standardise the target with the train split's mean and std.
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`. ``predict_path`` is a CSV file (or a folder of
+            :class:`~project.data.base.BaseDataModule`. ``predict_path`` is a CSV file
+            (or a folder of
             them) of raw feature rows, see :meth:`read_predict_inputs`.
 
     Attributes (after :meth:`setup`):

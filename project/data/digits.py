@@ -33,7 +33,8 @@ class DigitsDataModule(BaseDataModule):
         max_rotation: Largest rotation in degrees (uniform in ``[-max_rotation, max_rotation]``).
         max_translation: Largest shift as a fraction of the side (0.125 is one pixel of eight).
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`. ``predict_path`` images (PNG, JPEG, any size,
+            :class:`~project.data.base.BaseDataModule`. ``predict_path`` images (PNG,
+            JPEG, any size,
             see :meth:`read_predict_inputs`) are converted like the digits: grayscale, 8x8, light ink on
             a dark background.
     """

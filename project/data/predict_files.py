@@ -1,7 +1,8 @@
 """Read new inputs for ``predict --data.predict_path PATH``: image files or CSV rows.
 
 A DataModule that can read new inputs implements ``read_predict_inputs(path)`` (see
-:class:`~project.data.base.BaseDataModule`) with the helpers here: :func:`read_image_files` for image
+:class:`~project.data.base.BaseDataModule`) with the helpers here:
+:func:`read_image_files` for image
 DataModules and :func:`read_csv_rows` for tabular ones. Both return a :class:`PredictInputs`: a
 dataset of input tensors (no targets), one name per input (the file name, or ``file:line`` for a CSV
 row) for the predictions CSV, and the files that were skipped with the reason.
