@@ -255,9 +255,10 @@ class SaveConfigToLoggers(SaveConfigCallback):
         """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
         folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
         index = 1
-        while not self.already_saved and (folder / self.config_filename).exists():
+        while trainer.is_global_zero and not self.already_saved and (folder / self.config_filename).exists():
             self.config_filename = f"config.resume-{index}.yaml"
             index += 1
+        self.config_filename = trainer.strategy.broadcast(self.config_filename)  # rank 0's choice
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -282,6 +283,20 @@ def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Call
     if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
         extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=MODEL_SUMMARY_DEPTH))
     return extra
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch (the CLI
+    sets ``monitor=None``, ``save_top_k=1``, ``filename="last"``).
+
+    Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
+    settings (e.g. one that keeps every epoch) can be added next to it.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key with this class's name."""
+        return "LastCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
 
 
 def _data_attribute(name: str) -> Any:
@@ -349,7 +364,7 @@ class ProjectCLI(LightningCLI):
         """Add the run-folder arguments, the forced callbacks and the links."""
         add_run_folder_arguments(parser)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
-        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
+        parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
         parser.set_defaults(
             {
                 "last_checkpoint.filename": "last",
