@@ -253,7 +253,7 @@ class SaveConfigToLoggers(SaveConfigCallback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
-        folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
+        self.folder = folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
         index = 1
         while trainer.is_global_zero and not self.already_saved and (folder / self.config_filename).exists():
             self.config_filename = f"config.resume-{index}.yaml"
@@ -262,8 +262,12 @@ class SaveConfigToLoggers(SaveConfigCallback):
         super().setup(trainer, pl_module, stage)
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Log the saved config to every ``WandbLogger`` of the trainer (read back from the file)."""
-        saved = Path(trainer.log_dir or ".", self.config_filename)
+        """Log the saved config to every ``WandbLogger`` of the trainer (read back from the file).
+
+        Runs on rank 0 only, so it must not ask ``trainer.log_dir`` (a broadcast: the other ranks would
+        never answer and DDP would hang); it uses the folder :meth:`setup` found.
+        """
+        saved = self.folder / self.config_filename
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger) and saved.is_file():
                 config = yaml.safe_load(saved.read_text())

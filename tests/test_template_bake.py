@@ -271,12 +271,6 @@ def test_the_wording_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in contradictions(tmp_path, answers)] == ["1"]
 
 
-def uses_logger_yaml(repo: Path, package: str) -> bool:
-    """Whether the CLI reads its default logger from ``<package>/configs/logger.yaml`` (the core's
-    ``default_config_files``); until then the hook's copy has no effect on ``fit``."""
-    return "logger.yaml" in (repo / package / "cli.py").read_text()
-
-
 @pytest.mark.parametrize("name", list(COMBINATIONS))
 def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
     """ruff passes as generated; from an empty directory ``python -m <package> --help`` works and one
@@ -302,8 +296,6 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     assert config["model"]["class_path"].startswith(f"{package}.models.")
     assert (run_dir / "metrics.csv").is_file()
     assert {p.name for p in (run_dir / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
-    if not uses_logger_yaml(repo, package):
-        pytest.xfail("the CLI does not read <package>/configs/logger.yaml yet")
     loggers = config["trainer"]["logger"]
     loggers = loggers if isinstance(loggers, list) else [loggers]
     assert loggers[0]["class_path"].rsplit(".", 1)[-1] == LOGGER_CLASSES[answers["logger"]][0]

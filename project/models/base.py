@@ -15,7 +15,7 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from lightning.pytorch.utilities.types import LRSchedulerConfigType, OptimizerLRScheduler
 from torch import Tensor
-from torchmetrics import MaxMetric, MetricCollection, MinMetric
+from torchmetrics import MaxMetric, MeanMetric, MetricCollection, MinMetric
 
 from ..errors import ConfigError
 
@@ -78,6 +78,9 @@ class BaseModule(LightningModule):
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        # MeanMetric, not self.log(sync_dist=True): Lightning 2.6 averages the per-process sample
+        # counts as integers, so 180 + 179 samples count as 2 x 179 and the DDP mean comes out wrong
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_best = MaxMetric() if best_mode == "max" else MinMetric()
         self.val_best.persistent(True)  # saved in checkpoints: the best so far survives a resume
 
@@ -109,15 +112,12 @@ class BaseModule(LightningModule):
         # Metric objects logged on_epoch: Lightning computes, logs and resets them at the epoch's end
         # (and logs nothing for an epoch without batches).
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=stage == "val")
-        on_step = stage == "train"
-        self.log(
-            f"{stage}/loss",
-            loss,
-            on_step=on_step,
-            on_epoch=not on_step,
-            prog_bar=True,
-            batch_size=len(target),
-        )
+        if stage == "train":  # per step, this process's loss (no sync per step)
+            self.log("train/loss", loss, prog_bar=True)
+        else:  # the epoch mean over samples, of all processes under DDP
+            mean_loss: MeanMetric = getattr(self, f"{stage}_loss")
+            mean_loss.update(loss.detach(), weight=len(target))
+            self.log(f"{stage}/loss", mean_loss, on_epoch=True, prog_bar=True)
         return loss
 
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
