@@ -1,4 +1,5 @@
-"""Safe checkpoint files: atomic writes, and checks that run before a checkpoint is used."""
+"""Checkpoint files: ``last.ckpt``'s callback, atomic writes, and checks that run before a checkpoint
+is used."""
 
 from __future__ import annotations
 
@@ -10,10 +11,25 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
 from .errors import CheckpointError
 from .provenance import warn_on_version_change
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch (the CLI
+    sets ``monitor=None``, ``save_top_k=1``, ``filename="last"``).
+
+    Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
+    settings (e.g. one that keeps every epoch) can be added next to it.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key with this class's name."""
+        return "LastCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -12,21 +12,18 @@ first, then ``--config`` files (repeatable, later files win), then dotted overri
 from __future__ import annotations
 
 import importlib
-import itertools
-import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, RichModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 # Imported so that their DataModules and LightningModules are known subclasses: short class names such
@@ -42,11 +39,27 @@ from .callbacks import (
     TrainingMonitor,
     WarmupCosineSchedule,
 )
-from .checkpointing import AtomicCheckpointIO, check_state_dict_fits, load_checkpoint
+from .checkpointing import AtomicCheckpointIO, LastCheckpoint, check_state_dict_fits, load_checkpoint
+from .checks import (
+    check_linked_not_set,
+    check_model_and_trainer,
+    check_sync_batchnorm,
+    check_wandb_log_model,
+    class_of,
+    warn_carried_over,
+)
 from .errors import CheckpointError, ConfigError, ProjectError
 from .progress import stdout_is_terminal
 from .provenance import Provenance
-from .runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of
+from .runs import (
+    add_run_folder_arguments,
+    create_run_dir,
+    keep_metrics_csv,
+    resolve_checkpoint,
+    run_dir_of,
+    run_logger_config,
+    wandb_id_of,
+)
 
 #: Loaded before any ``--config``: the defaults of every setting, then the default logger.
 DEFAULT_CONFIG_FILES = [
@@ -57,191 +70,6 @@ DEFAULT_CONFIG_FILES = [
 RUN_KEYS = ("run_name", "ckpt_path")
 #: Depth of the model summary printed at fit start (3 reaches the layers inside the backbone).
 MODEL_SUMMARY_DEPTH = 3
-
-
-def _class_of(class_path: str) -> type:
-    module, _, name = class_path.rpartition(".")
-    cls: type = getattr(importlib.import_module(module), name)
-    return cls
-
-
-def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -> Any:
-    """The logger config (``class_path`` namespaces, a list of them, ``True``/``False``) for ``run_dir``.
-
-    CSV and TensorBoard loggers write straight into the run folder, W&B into ``<run_dir>/wandb``, named
-    after the run folder unless a name is set, and with ``wandb_id`` (resumed) when continuing a run;
-    the environment variable ``WANDB_MODE=online`` (upload) or ``disabled`` (W&B off) overrides its
-    ``offline`` default.
-    A ``CSVLogger`` is added when there is none, so every run keeps a ``metrics.csv``; ``True``
-    (Lightning's default logger) becomes just that one, ``False``/``None`` (logging off) stay as they
-    are.
-    """
-    if logger is None or logger is False:
-        return logger
-    items = [] if logger is True else (list(logger) if isinstance(logger, list) else [logger])
-    items = [item.clone() for item in items]
-    if not any(issubclass(_class_of(item.class_path), CSVLogger) for item in items):
-        items.append(Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace()))
-    for item in items:
-        cls, init_args = _class_of(item.class_path), item.get("init_args") or Namespace()
-        init_args.save_dir = str(run_dir)
-        if issubclass(cls, (CSVLogger, TensorBoardLogger)):
-            init_args.name, init_args.version = "", ""
-        elif issubclass(cls, WandbLogger):
-            init_args.name = init_args.get("name") or run_dir.name
-            if os.environ.get("WANDB_MODE", "").lower() in ("online", "disabled"):
-                init_args.offline = False  # else WandbLogger(offline=True) overrides WANDB_MODE
-            if wandb_id and not init_args.get("id"):
-                init_args.id = wandb_id
-                item.dict_kwargs = {**(item.get("dict_kwargs") or {}), "resume": "allow"}
-        item.init_args = init_args
-    return items if len(items) > 1 else items[0]
-
-
-def wandb_id_of(run_dir: Path) -> str | None:
-    """The W&B run id of a run folder (from ``<run_dir>/wandb/latest-run``), or ``None``."""
-    latest = run_dir / "wandb" / "latest-run"
-    return latest.resolve().name.rsplit("-", 1)[-1] if latest.exists() else None
-
-
-def check_sync_batchnorm(parser: LightningArgumentParser, trainer: Namespace) -> None:
-    """Stop with a clear message (exit 2) when ``trainer.sync_batchnorm`` is asked for without CUDA:
-    ``torch.nn.SyncBatchNorm`` only runs on CUDA modules and would fail inside the DDP workers."""
-    accelerator = trainer.get("accelerator")
-    name = accelerator if isinstance(accelerator, str) else getattr(accelerator, "class_path", "")
-    if trainer.get("sync_batchnorm") and (name == "cpu" or not torch.cuda.is_available()):
-        parser.error(
-            f"trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU), "
-            f"but accelerator={name!r} and CUDA available={torch.cuda.is_available()}. Fix: drop "
-            "--trainer.sync_batchnorm on CPU, or run on GPUs with --config configs/trainer/ddp_gpu.yaml."
-        )
-
-
-#: Class-typed settings whose class a user may switch on the command line (``--model.optimizer=SGD``).
-SWITCHABLE = ("model.init_args.optimizer", "model.init_args.lr_scheduler", "model.init_args.backbone")
-
-
-def warn_carried_over(config: Namespace, argv: list[Any]) -> None:
-    """Warn when switching a class kept the previous class's value of a same-named argument.
-
-    jsonargparse keeps the init_args that both classes take when ``class_path`` changes (by design:
-    only what is given changes). So ``--model.optimizer=torch.optim.SGD`` keeps AdamW's
-    ``weight_decay=0.01`` where SGD's own default is 0. For each setting of :data:`SWITCHABLE` whose
-    class differs from ``configs/default.yaml``'s, this names every argument that holds the previous
-    class's default, not the new class's, and was not given on the command line.
-    """
-    defaults = yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text())
-    given = " ".join(str(arg) for arg in argv)
-    for key in SWITCHABLE:
-        value, old = config.get(key), defaults
-        for part in key.split("."):
-            old = (old or {}).get(part)
-        if (
-            not isinstance(value, Namespace)
-            or not isinstance(old, dict)
-            or value.class_path == old.get("class_path")
-        ):
-            continue
-        old_class, new_class = _class_of(old["class_path"]), _class_of(value.class_path)
-        old_defaults = {**_signature_defaults(old_class), **(old.get("init_args") or {})}
-        new_defaults = _signature_defaults(new_class)
-        carried = [
-            f"{name}={arg!r} (its own default: {new_defaults[name]!r})"
-            for name, arg in (value.get("init_args") or {}).items()
-            if name in old_defaults
-            and name in new_defaults
-            and arg == old_defaults[name] != new_defaults[name]
-            and f"{key.replace('.init_args', '')}.{name}" not in given
-            and f"{key}.init_args.{name}" not in given
-        ]
-        if carried:
-            warnings.warn(
-                f"{key.replace('.init_args', '')}: {new_class.__name__} keeps the value of "
-                f"{old_class.__name__} for {', '.join(carried)}. Set them explicitly if that is not what "
-                "you want.",
-                stacklevel=2,
-            )
-
-
-def _signature_defaults(cls: type) -> dict[str, Any]:
-    import inspect
-
-    return {
-        name: param.default
-        for name, param in inspect.signature(cls).parameters.items()
-        if param.default is not inspect.Parameter.empty
-    }
-
-
-#: Link targets (set from their source by the CLI) -> where the value comes from.
-LINKED = {
-    "model.num_classes": "the DataModule's num_classes",
-    "model.in_channels": "the DataModule's dims[0]",
-    "model.in_features": "the DataModule's num_features",
-    "checkpoint.monitor": "val/<model.best_metric>",
-    "checkpoint.mode": "model.best_mode",
-}
-
-
-def check_linked_not_set(parser: LightningArgumentParser, argv: list[str]) -> None:
-    """Stop (exit 2) when a linked value is set on the command line or in a ``--config`` file: the
-    link would silently replace it."""
-    given = [arg.split("=", 1)[0].lstrip("-").replace(".init_args.", ".") for arg in argv]
-    files = [arg.split("=", 1)[1] for arg in argv if arg.startswith("--config=")]
-    files += [value for flag, value in itertools.pairwise(argv) if flag in ("--config", "-c")]
-    for file in (Path(name) for name in files):
-        config = yaml.safe_load(file.read_text()) if file.is_file() else {}
-        given += [
-            f"{top}.{key}"
-            for top, section in (config or {}).items()
-            if isinstance(section, dict)
-            for key in {**section, **(section.get("init_args") or {})}
-        ]
-    for key in LINKED:
-        if key in given:
-            parser.error(
-                f"{key} is linked: it is set from {LINKED[key]}, so a value given for it would be replaced. "
-                "Remove it; change its source instead."
-            )
-
-
-def check_wandb_log_model(parser: LightningArgumentParser, logger: Any) -> None:
-    """Stop (exit 2) when an offline W&B logger is asked to upload checkpoints (``log_model``):
-    WandbLogger refuses the pair, and the refusal would otherwise surface as a vague type error."""
-    online = os.environ.get("WANDB_MODE", "").lower() == "online"
-    for item in logger if isinstance(logger, list) else [logger]:
-        init_args = item.get("init_args") if isinstance(item, Namespace) else None
-        if init_args is None or not issubclass(_class_of(item.class_path), WandbLogger):
-            continue
-        if init_args.get("log_model") and init_args.get("offline") and not online:
-            parser.error(
-                f"trainer.logger.log_model={init_args.log_model!r} needs an online W&B run (checkpoints are "
-                "uploaded as artifacts), but the W&B logger is offline (the default). Fix: add "
-                "--trainer.logger.offline=false after `wandb login` (or set WANDB_MODE=online), or drop "
-                "log_model."
-            )
-
-
-def check_model_and_trainer(model: LightningModule, trainer: Trainer, config: Namespace) -> None:
-    """Refuse, before anything runs, settings that Lightning or a callback would only reject later.
-
-    Raises:
-        ConfigError: gradient clipping with a manually optimised model (Lightning clips only in
-            automatic optimization), or a model LR scheduler next to the warmup-cosine callback.
-    """
-    if not model.automatic_optimization and trainer.gradient_clip_val:
-        raise ConfigError(
-            f"trainer.gradient_clip_val={trainer.gradient_clip_val} (the default): "
-            f"{type(model).__name__} sets "
-            "automatic_optimization=False, and Lightning clips gradients only in automatic optimization. "
-            "Fix: --trainer.gradient_clip_val=null, and clip in training_step with self.clip_gradients(...)."
-        )
-    if config.lr_schedule.enabled and getattr(model, "lr_scheduler", None) is not None:
-        raise ConfigError(
-            "model.lr_scheduler is set while the warmup-cosine callback (lr_schedule) is enabled: two "
-            "schedules would fight over the LR. Use one: --lr_schedule.enabled=false, or "
-            "--model.lr_scheduler=null."
-        )
 
 
 class SaveConfigToLoggers(SaveConfigCallback):
@@ -287,20 +115,6 @@ def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Call
     if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
         extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=MODEL_SUMMARY_DEPTH))
     return extra
-
-
-class LastCheckpoint(ModelCheckpoint):
-    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch (the CLI
-    sets ``monitor=None``, ``save_top_k=1``, ``filename="last"``).
-
-    Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
-    settings (e.g. one that keeps every epoch) can be added next to it.
-    """
-
-    @property
-    def state_key(self) -> str:
-        """``ModelCheckpoint``'s key with this class's name."""
-        return "LastCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
 
 
 def _data_attribute(name: str) -> Any:
@@ -408,7 +222,7 @@ class ProjectCLI(LightningCLI):
         config = self._config()
         check_sync_batchnorm(parser, config.trainer)
         check_wandb_log_model(parser, config.trainer.logger)
-        warn_carried_over(config, argv)
+        warn_carried_over(config, argv, _default_config())
         if config.get("ckpt_path") is None:
             return
         try:
@@ -423,7 +237,8 @@ class ProjectCLI(LightningCLI):
         )
         updates = {"model": model} if model else {}
         datamodule = _saved_init(self.checkpoint.get("datamodule_hyper_parameters"))
-        if datamodule and _class_of(config.data.class_path) is _class_of(_default_data_class_path()):
+        default_data = class_of(_default_config()["data"]["class_path"])
+        if datamodule and class_of(config.data.class_path) is default_data:
             updates["data"] = datamodule  # the checkpoint's data, unless the config chose a data class
         if updates:
             self.config = parser.parse_object({subcommand: updates}, self.config)
@@ -501,7 +316,7 @@ class ProjectCLI(LightningCLI):
             for key in RUN_KEYS:
                 config[key] = None
         if self.continued:
-            _keep_metrics_csv(
+            keep_metrics_csv(
                 self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
             )
         if self.subcommand == "predict":
@@ -534,9 +349,9 @@ class ProjectCLI(LightningCLI):
                 print(f"Best checkpoint ({callback.monitor}={score:.4f}): {callback.best_model_path}")
 
 
-def _default_data_class_path() -> str:
-    """The data ``class_path`` of ``configs/default.yaml``."""
-    return str(yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text())["data"]["class_path"])
+def _default_config() -> dict[str, Any]:
+    """``configs/default.yaml`` as a dict."""
+    return dict(yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text()))
 
 
 def _saved_init(hparams: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -549,34 +364,6 @@ def _saved_init(hparams: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> d
     if class_path is None:
         return {}
     return {"class_path": class_path, "init_args": {k: v for k, v in saved.items() if k not in skip}}
-
-
-def _keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
-    """Keep the rows a continued run logged up to its checkpoint's step in its ``metrics.csv``.
-
-    Lightning's CSV logger deletes a ``metrics.csv`` it finds in its folder when it starts; the rows
-    are read first and written back through its writer (``experiment.metrics_keys``), so the new rows
-    are appended to the same file. Rows after ``last_step`` (logged after the checkpoint, before the
-    run stopped) are dropped, as the continued run logs those steps again.
-    """
-    import csv
-
-    for logger in loggers:
-        if not isinstance(logger, CSVLogger):
-            continue
-        path = Path(logger.log_dir) / "metrics.csv"
-        if not path.is_file():
-            continue
-        with path.open(newline="") as handle:
-            reader = csv.DictReader(handle)
-            keys, rows = list(reader.fieldnames or []), list(reader)
-        rows = [row for row in rows if not row.get("step") or int(float(row["step"])) <= last_step]
-        writer = logger.experiment  # deletes the file
-        with path.open("w", newline="") as handle:
-            out = csv.DictWriter(handle, fieldnames=keys)
-            out.writeheader()
-            out.writerows(rows)
-        writer.metrics_keys = keys
 
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).

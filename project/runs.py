@@ -1,12 +1,18 @@
-"""Run folders: one new folder per run under ``logs_dir``, and finding checkpoints of earlier runs."""
+"""Run folders: one new folder per run under ``logs_dir``, the loggers pointed at it, a continued run's
+``metrics.csv`` kept, and finding checkpoints of earlier runs."""
 
 from __future__ import annotations
 
+import csv
 import os
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from jsonargparse import Namespace
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+
+from .checks import class_of
 from .errors import RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder
@@ -153,3 +159,68 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
             "train one with `fit` first, or pass the checkpoint's path"
         )
     return candidates[-1] if ckpt_path == "last" else best_checkpoint_of(candidates[-1])
+
+
+def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -> Any:
+    """The logger config (``class_path`` namespaces, a list of them, ``True``/``False``) for ``run_dir``.
+
+    CSV and TensorBoard loggers write straight into the run folder, W&B into ``<run_dir>/wandb``, named
+    after the run folder unless a name is set, and with ``wandb_id`` (resumed) when continuing a run;
+    the environment variable ``WANDB_MODE=online`` (upload) or ``disabled`` (W&B off) overrides its
+    ``offline`` default.
+    A ``CSVLogger`` is added when there is none, so every run keeps a ``metrics.csv``; ``True``
+    (Lightning's default logger) becomes just that one, ``False``/``None`` (logging off) stay as they
+    are.
+    """
+    if logger is None or logger is False:
+        return logger
+    items = [] if logger is True else (list(logger) if isinstance(logger, list) else [logger])
+    items = [item.clone() for item in items]
+    if not any(issubclass(class_of(item.class_path), CSVLogger) for item in items):
+        items.append(Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace()))
+    for item in items:
+        cls, init_args = class_of(item.class_path), item.get("init_args") or Namespace()
+        init_args.save_dir = str(run_dir)
+        if issubclass(cls, (CSVLogger, TensorBoardLogger)):
+            init_args.name, init_args.version = "", ""
+        elif issubclass(cls, WandbLogger):
+            init_args.name = init_args.get("name") or run_dir.name
+            if os.environ.get("WANDB_MODE", "").lower() in ("online", "disabled"):
+                init_args.offline = False  # else WandbLogger(offline=True) overrides WANDB_MODE
+            if wandb_id and not init_args.get("id"):
+                init_args.id = wandb_id
+                item.dict_kwargs = {**(item.get("dict_kwargs") or {}), "resume": "allow"}
+        item.init_args = init_args
+    return items if len(items) > 1 else items[0]
+
+
+def wandb_id_of(run_dir: Path) -> str | None:
+    """The W&B run id of a run folder (from ``<run_dir>/wandb/latest-run``), or ``None``."""
+    latest = run_dir / "wandb" / "latest-run"
+    return latest.resolve().name.rsplit("-", 1)[-1] if latest.exists() else None
+
+
+def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
+    """Keep the rows a continued run logged up to its checkpoint's step in its ``metrics.csv``.
+
+    Lightning's CSV logger deletes a ``metrics.csv`` it finds in its folder when it starts; the rows
+    are read first and logged again through the logger (``log_metrics``), so the new rows follow them
+    in the same file. Rows after ``last_step`` (logged after the checkpoint, before the run stopped)
+    are dropped, as the continued run logs those steps again.
+    """
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger) or not (path := Path(logger.log_dir) / "metrics.csv").is_file():
+            continue
+        with path.open(newline="") as handle:
+            rows = [row for row in csv.DictReader(handle) if row.get("step")]
+        logger.experiment  # noqa: B018 (starts the writer, which deletes the file)
+        for row in rows:
+            step = int(float(row.pop("step")))
+            if step <= last_step:
+                logger.log_metrics({key: _number(value) for key, value in row.items() if value}, step=step)
+        logger.save()
+
+
+def _number(text: str) -> float:
+    """A CSV cell as Lightning wrote it: ``3`` stays an int (the epoch column), ``0.25`` a float."""
+    return int(text) if text.lstrip("-").isdigit() else float(text)
