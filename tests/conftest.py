@@ -104,8 +104,8 @@ def fit_with_batch_size_1(logs: Path, *args: str) -> Path:
 
 
 def rerun_suggestion(out: str) -> ProjectCLI:
-    """Run the ``Use it: python -m project fit ...`` command that a tuner printed in ``out``, in-process
-    (with FAST overrides, no logger); returns the finished CLI."""
+    """Run the ``Use it: python -m project fit ...`` command that a tuner printed in
+    ``out``, in-process (with FAST overrides, no logger); returns the finished CLI."""
     (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
     words = shlex.split(line.removeprefix("Use it: "))
     assert words[:4] == ["python", "-m", "project", "fit"], line

@@ -1,5 +1,6 @@
-"""``python -m project lr_find`` and ``scale_batch_size``: a finite suggested LR, the loss-vs-LR plot,
-the largest batch size within the training split, and configs and commands that apply them."""
+"""``python -m project lr_find`` and ``scale_batch_size``: a finite suggested LR, the
+loss-vs-LR plot, the largest batch size within the training split, and configs and commands that
+apply them."""
 
 from __future__ import annotations
 
