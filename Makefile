@@ -36,9 +36,10 @@ unit: $(VENV)/.installed
 unit-all: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -m "not generated_suite" --durations=15
 
-## The complete suites of generated repos (one per logger value; long: not part of .ci/run).
+## The complete suites of generated repos (one per logger value; long). SUITE=NAME runs only those whose
+## name contains NAME (pytest -k): .ci/run runs `make test-generated SUITE=tensorboard-minimal`.
 test-generated: $(VENV)/.installed
-	$(PY) -m pytest -n 2 -m generated_suite
+	$(PY) -m pytest -n 2 -m generated_suite $(if $(SUITE),-k "$(SUITE)")
 
 ## Refresh requirements/constraints.txt: the newest versions pyproject.toml allows (dependencies and the
 ## dev extra), resolved by pip-tools' pip-compile; then run `make test` and commit the file if it passes.

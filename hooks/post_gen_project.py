@@ -30,8 +30,7 @@ FULL_EXAMPLES_ONLY = (
     "configs/experiment/fashion_mnist.yaml", "configs/data/fashion_mnist.yaml", "configs/model/resnet18.yaml",
     "configs/experiment/cifar10.yaml", "configs/data/cifar10.yaml", "tests/test_regression.py",
     "tests/test_vision_data.py", "tests/fake_datasets.py", "tests/test_benchmarks.py",
-    # their regressor cases share files with digits cases; minimal repos go without them for now
-    "tests/test_export.py", "tests/test_predict_files.py", "tests/test_tuning.py",
+    "tests/test_diabetes_tools.py",
 )
 # fmt: on
 #: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink).

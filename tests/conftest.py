@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -92,3 +93,20 @@ def run_module(
 def run_dirs(logs: Path) -> list[Path]:
     """The run folders under ``logs``, oldest first."""
     return sorted(p for p in logs.iterdir() if p.is_dir())
+
+
+def fit_with_batch_size_1(logs: Path, *args: str) -> Path:
+    """A fast fit with ``--data.batch_size=1`` (8 training steps, 4 validation batches: an R2 needs 2+
+    samples) and no logger, after ``args`` (e.g. an experiment's ``--config``); returns the run folder."""
+    common = [f"--logs_dir={logs}", "--trainer.logger=false", *FAST, "--data.batch_size=1"]
+    common += ["--trainer.limit_train_batches=8", "--trainer.limit_val_batches=4"]
+    return ProjectCLI(args=["fit", *args, *common]).run_dir
+
+
+def rerun_suggestion(out: str) -> ProjectCLI:
+    """Run the ``Use it: python -m project fit ...`` command that a tuner printed in
+    ``out``, in-process (with FAST overrides, no logger); returns the finished CLI."""
+    (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
+    words = shlex.split(line.removeprefix("Use it: "))
+    assert words[:4] == ["python", "-m", "project", "fit"], line
+    return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], run=True)

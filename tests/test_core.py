@@ -108,7 +108,10 @@ def test_switching_a_class_says_which_values_it_kept(workdir: Path) -> None:
 @pytest.mark.parametrize(
     "args, words",
     [
-        (["--trainer.logger.log_model=true"], ["log_model", "offline", "--trainer.logger.offline=false"]),
+        (  # the W&B logger whatever the repo's default logger is
+            ["--config", str(CONFIGS / "logger" / "wandb.yaml"), "--trainer.logger.log_model=true"],
+            ["log_model", "offline", "--trainer.logger.offline=false"],
+        ),
         (["--model=training_helpers.ManualClassifier"], ["automatic_optimization", "gradient_clip_val"]),
         (
             ["--model.lr_scheduler=torch.optim.lr_scheduler.StepLR", "--model.lr_scheduler.step_size=1"],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import CONFIGS, FAST, RunCLI, run_module
+from conftest import FAST, RunCLI, fit_with_batch_size_1, run_module
 
 from project import export
 from project.cli import ProjectCLI, main
@@ -35,6 +35,11 @@ def test_export_writes_a_model_that_matches_eager(
     assert match, out
     assert all(float(value) <= 1e-4 for value in match.groups())
     assert sorted(path.name for path in tmp_path.iterdir()) == [output.name]  # one self-contained file
+    if fmt == "onnx":  # named for the task, as a serving client sees them
+        import onnx
+
+        graph = onnx.load(str(output)).graph
+        assert [graph.input[0].name, graph.output[0].name] == ["images", "logits"]
     # Reload independently: the file must hold a model that classifies a real batch like the checkpoint.
     datamodule = load_datamodule(trained_run / "config.yaml")
     datamodule.setup("test")
@@ -68,6 +73,34 @@ def test_quantized_export_reports_accuracy_before_and_after(
     assert max(result.max_abs_diff.values()) <= 1e-4
     scripted = torch.jit.load(tmp_path / "q.pt")
     assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
+
+
+def test_quantized_export_prints_the_test_accuracy_of_the_checkpoint(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    main(
+        [
+            "export",
+            f"--ckpt_path={ckpt}",
+            "--format=torchscript",
+            "--quantize=dynamic",
+            f"--output={tmp_path / 'q.pt'}",
+        ]
+    )
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    match = re.fullmatch(r"Test accuracy: fp32 ([0-9.]+), int8 ([0-9.]+) \(delta [+-][0-9.]+\)", line)
+    assert match, line
+    # the same fp32 number computed here from the checkpoint's predictions on the whole test split
+    model, datamodule = load_model(ckpt), load_datamodule(trained_run / "config.yaml")
+    datamodule.setup("test")
+    right = total = 0
+    with torch.no_grad():
+        for images, labels in datamodule.test_dataloader():
+            right += int((model(images).argmax(dim=-1) == labels).sum())
+            total += len(labels)
+    assert total == 359
+    assert float(match.group(1)) == pytest.approx(right / total, abs=1e-4)
 
 
 def test_bad_input_exits_2_and_missing_onnx_names_the_extra(
@@ -106,23 +139,16 @@ def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) 
 
 
 @pytest.fixture(scope="module")
-def batch_size_1_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Digits and diabetes runs trained with ``--data.batch_size=1`` (a few steps each)."""
-    logs = tmp_path_factory.mktemp("export_bs1") / "logs"
-    common = [f"--logs_dir={logs}", "--trainer.logger=false", *FAST, "--data.batch_size=1"]
-    common += ["--trainer.limit_train_batches=8", "--trainer.limit_val_batches=4"]  # R2 needs 2+ samples
-    digits = ProjectCLI(args=["fit", *common]).run_dir
-    diabetes = ProjectCLI(
-        args=["fit", "--config", str(CONFIGS / "experiment/diabetes.yaml"), *common]
-    ).run_dir
-    return {"digits": digits, "diabetes": diabetes}
+def batch_size_1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A digits run trained with ``--data.batch_size=1`` (a few steps)."""
+    return fit_with_batch_size_1(tmp_path_factory.mktemp("export_bs1") / "logs")
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
 def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
-    fmt: str, batch_size_1_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fmt: str, batch_size_1_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run = batch_size_1_runs["digits"]
+    run = batch_size_1_run
     output = tmp_path / export.FILENAMES[fmt]
     main(
         [
@@ -139,39 +165,6 @@ def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
     with torch.no_grad():
         expected = load_model(run / "checkpoints" / "best.ckpt")(images)
     torch.testing.assert_close(export.run_exported(output, fmt, images), expected, atol=1e-4, rtol=0)
-
-
-def test_regressor_export_names_and_quantization_check_fit_the_task(
-    batch_size_1_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import onnx
-
-    run = batch_size_1_runs["diabetes"]
-    ckpt = run / "checkpoints" / "best.ckpt"
-    main(["export", f"--ckpt_path={ckpt}", "--format=onnx", f"--output={tmp_path / 'model.onnx'}"])
-    graph = onnx.load(str(tmp_path / "model.onnx")).graph
-    assert [graph.input[0].name, graph.output[0].name] == ["features", "predictions"]
-    assert "batch 64:" in capsys.readouterr().out  # 88 test rows: 64 checked at once, then 1
-    main(
-        [
-            "export",
-            f"--ckpt_path={ckpt}",
-            "--format=torchscript",
-            "--quantize=dynamic",
-            f"--output={tmp_path / 'q.pt'}",
-        ]
-    )
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
-    fp32 = float(re.search(r"Test MAE: fp32 ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
-    # MAE in the target's units (disease progression 25..346): an untrained-ish model is tens off
-    assert 10 < fp32 < 200, line
-    # the same number computed here from the checkpoint's predictions on the test split
-    model, datamodule = load_model(ckpt), load_datamodule(run / "config.yaml")
-    datamodule.setup("test")
-    features, target = datamodule.test_set.inputs, datamodule.test_set.targets  # type: ignore[attr-defined]
-    with torch.no_grad():
-        mae = (model.to_original_units(model(features)) - model.to_original_units(target)).abs().mean()
-    assert fp32 == pytest.approx(float(mae), abs=1e-3)
 
 
 def test_an_exporter_failure_is_one_error_line_naming_the_format(

@@ -163,10 +163,11 @@ def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI)
 def test_a_resumed_run_keeps_its_wandb_id(tmp_path: Path) -> None:
     env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     fast = [*FAST, "--trainer.max_epochs=1"]
-    run_module(["fit", *fast, "--config", str(CONFIGS / "logger" / "wandb.yaml")], cwd=tmp_path, env=env)
+    wandb = ["--config", str(CONFIGS / "logger" / "wandb.yaml")]  # whatever the default logger is
+    run_module(["fit", *fast, *wandb], cwd=tmp_path, env=env)
     (run,) = run_dirs(tmp_path / "logs")
     ids = {path.name.rsplit("-", 1)[-1] for path in (run / "wandb").glob("offline-run-*")}
-    run_module(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last"], cwd=tmp_path, env=env)
+    run_module(["fit", *FAST, *wandb, "--trainer.max_epochs=2", "--ckpt_path=last"], cwd=tmp_path, env=env)
     runs = list((run / "wandb").glob("offline-run-*"))
     assert len(ids) == 1 and len(runs) == 2  # two offline segments of one W&B run
     assert {path.name.rsplit("-", 1)[-1] for path in runs} == ids

@@ -1,5 +1,5 @@
-"""``predict --data.predict_path PATH``: a trained model on new files (images, CSV rows), each input
-named in ``predictions.csv``, bad files listed or named in one error line."""
+"""``predict --data.predict_path PATH``: a trained model on new image files, each input named in
+``predictions.csv``, bad files listed or named in one error line."""
 
 from __future__ import annotations
 
@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import CONFIGS, FAST, RunCLI
+from conftest import FAST, RunCLI
 from PIL import Image
-from sklearn.datasets import load_diabetes, load_digits
+from sklearn.datasets import load_digits
 
 from project.cli import main
 from project.loading import load_model
 
-DIABETES = str(CONFIGS / "experiment" / "diabetes.yaml")
 QUIET = ["--trainer.logger=false"]
 
 
@@ -99,33 +98,3 @@ def test_a_corrupt_file_is_listed_as_skipped_and_the_others_are_predicted(
         main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=nothing_here"])
     assert exit_info.value.code == 2
     assert "predict_path='nothing_here': no such file or folder" in capsys.readouterr().err
-
-
-def test_predict_on_csv_rows_standardises_them_like_training(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = load_diabetes(scaled=False)
-    with (workdir / "rows.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(data.feature_names)
-        writer.writerows(data.data[:6].tolist())
-    fit = run_cli("fit", "--config", DIABETES, *QUIET, "--trainer.limit_val_batches=2")
-    cli = run_cli("predict", *QUIET, "--ckpt_path=best", "--data.predict_path=rows.csv")
-    assert type(cli.datamodule).__name__ == "DiabetesDataModule"  # restored from the checkpoint
-    rows = _rows(cli.run_dir)
-    assert list(rows[0]) == ["index", "input", "pred"]
-    assert [row["input"] for row in rows] == [f"rows.csv:{line}" for line in range(2, 8)]
-    dm, model = fit.datamodule, load_model(fit.run_dir / "checkpoints" / "best.ckpt")
-    features = (torch.tensor(data.data[:6], dtype=torch.float32) - dm.feature_mean) / dm.feature_std  # type: ignore[attr-defined]
-    with torch.no_grad():
-        expected = model.to_original_units(model(features))  # type: ignore[operator]
-    np.testing.assert_allclose([float(row["pred"]) for row in rows], expected.numpy(), rtol=1e-5)
-    # a row with a column missing: one error line naming the file and the line
-    (workdir / "bad.csv").write_text(
-        "59,2,32.1,101,157,93.2,38,4,4.8598,87\n48,1,21.6,87,183,103.2,70,3,3.8918\n"
-    )
-    with pytest.raises(SystemExit) as exit_info:
-        main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv"])
-    assert exit_info.value.code == 1
-    err = capsys.readouterr().err
-    assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err

@@ -4,8 +4,9 @@ Four option combinations cover each value of every choice (logger, license, pyth
 examples, GitHub Actions, git) and short and maximal-length package names. Each generated repo is
 checked cheaply: files, names, leftover template markers or ``project`` references, wording that
 contradicts its options, a parsing ``pyproject.toml``, ruff, ``--help`` and one short fit. The
-complete suite (ruff, mypy, every test, slow ones included) of one repo per logger value, one of
-them minimal, runs under ``@pytest.mark.slow`` (``make test-all``). Subprocesses see a stub
+complete suite (ruff, mypy, every test, slow ones included) of one repo per logger value, the
+tensorboard one minimal, runs under the ``generated_suite`` marker (``make test-generated``; the
+template's CI, ``.ci/run``, runs the tensorboard/minimal one). Subprocesses see a stub
 ``project`` package that raises on import, so a leftover reference to the template's package cannot
 pass by importing the installed template.
 
@@ -32,7 +33,7 @@ from cookiecutter.exceptions import FailedHookException  # noqa: E402
 
 COMMON = {"author_name": "Ada Lovelace", "author_email": "ada@example.com", "description": "Acme's models."}
 COMBINATIONS: dict[str, dict[str, Any]] = {
-    "csv-mit-gha-git": {
+    "csv-full-mit-gha-git": {
         "project_name": "Acme Vision",
         "package_name": "acme_vision",
         "logger": "csv",
@@ -40,18 +41,18 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "python_version": "3.10",
         "github_actions": True,
         "init_git": True,
-        "examples": "minimal",
+        "examples": "full",
     },
-    "tensorboard-apache-nogha": {
+    "tensorboard-minimal-apache-nogha": {
         "project_name": "Board Games",
         "logger": "tensorboard",
         "license": "Apache-2.0",
         "python_version": "3.11",
         "github_actions": False,
         "init_git": False,
-        "examples": "full",
+        "examples": "minimal",
     },
-    "wandb-bsd-longname-git": {
+    "wandb-full-bsd-longname-git": {
         "project_name": "Long Name",
         "package_name": "abcdefghij_klmnopqrs",  # the longest name the pre-gen hook allows (20)
         "logger": "wandb",
@@ -61,7 +62,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "init_git": True,
         "examples": "full",
     },
-    "csv-none-shortname": {
+    "csv-minimal-none-shortname": {
         "project_name": "CV",
         "package_name": "cv",
         "logger": "csv",
@@ -302,8 +303,9 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     assert bool(list(run_dir.glob("events.out.tfevents.*"))) == (answers["logger"] == "tensorboard")
 
 
-#: One complete suite per logger value, the csv one a minimal repo.
-SUITES = ["csv-mit-gha-git", "tensorboard-apache-nogha", "wandb-bsd-longname-git"]
+#: One complete suite per logger value, the tensorboard one a minimal repo: ``make test-generated``
+#: runs all three, ``.ci/run`` the tensorboard one (``make test-generated SUITE=tensorboard-minimal``).
+SUITES = ["csv-full-mit-gha-git", "tensorboard-minimal-apache-nogha", "wandb-full-bsd-longname-git"]
 
 
 @pytest.mark.slow

@@ -1,10 +1,10 @@
-"""``python -m project lr_find``: a finite suggested LR, the loss-vs-LR plot and a config that
-applies it."""
+"""``python -m project lr_find`` and ``scale_batch_size``: a finite suggested LR, the
+loss-vs-LR plot, the largest batch size within the training split, and configs and commands that
+apply them."""
 
 from __future__ import annotations
 
 import math
-import shlex
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import CONFIGS, FAST
+from conftest import rerun_suggestion
 
 from project import tuning
 from project.cli import ProjectCLI
 
-DIABETES = CONFIGS / "experiment" / "diabetes.yaml"
 QUICK = [
     "--tune.num_training=20",
     "--trainer.enable_progress_bar=false",
@@ -35,12 +34,17 @@ def test_lr_find_suggests_a_finite_lr_saves_the_plot_and_a_usable_config(
     assert run_dir.name.endswith("_lr_find")
     image = matplotlib.image.imread(run_dir / "lr_find.png")
     assert image.shape[0] > 100 and image[..., :3].std() > 0.01
-    assert f"Suggested LR: {lr:.3g}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"Suggested LR: {lr:.3g}" in out
     with pytest.raises(SystemExit):
         ProjectCLI(args=["fit", "--config", str(config), "--print_config"])
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["model"]["init_args"]["optimizer"]["init_args"]["lr"] == pytest.approx(lr)
     assert printed["model"]["init_args"]["optimizer"]["class_path"] == "torch.optim.AdamW"
+    # the printed command reruns the default experiment with the suggested LR
+    cli = rerun_suggestion(out)
+    assert type(cli.model).__name__ == "ImageClassifier"
+    assert cli.config.fit.model.init_args.optimizer.init_args.lr == pytest.approx(lr)
 
 
 def test_lr_find_rejects_an_empty_range(workdir: Path) -> None:
@@ -48,38 +52,6 @@ def test_lr_find_rejects_an_empty_range(workdir: Path) -> None:
         tuning.lr_find([*QUICK, "--tune.min_lr=1e-2", "--tune.max_lr=1e-3"])
     assert exit_info.value.code == 2
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
-
-
-def _rerun(command: str) -> ProjectCLI:
-    """Run the printed ``python -m project fit ...`` command in-process (with FAST overrides)."""
-    words = shlex.split(command)
-    assert words[:4] == ["python", "-m", "project", "fit"], command
-    return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], run=True)
-
-
-def _use_it(out: str) -> str:
-    (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
-    return line.removeprefix("Use it: ")
-
-
-def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_experiment(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    lr, config = tuning.lr_find([*QUICK[1:], "--config", str(DIABETES)])
-    out = capsys.readouterr().out
-    # 3e-3 trains this experiment well; Lightning's own rule said 1.3e-4 (on the flat start)
-    assert 5e-4 <= lr <= 1e-2, out
-    saved = yaml.safe_load(config.read_text())
-    assert saved["model"]["init_args"]["optimizer"] == {
-        "class_path": "torch.optim.AdamW",
-        "init_args": {"lr": lr},
-    }
-    cli = _rerun(_use_it(out))
-    assert type(cli.model).__name__ == "TabularRegressor"
-    assert type(cli.datamodule).__name__ == "DiabetesDataModule"
-    (group,) = cli.trainer.optimizers[0].param_groups
-    assert group["weight_decay"] == 0.1  # the experiment's own, kept next to the suggested LR
-    assert cli.config.fit.model.init_args.optimizer.init_args.lr == pytest.approx(lr)
 
 
 def test_the_lr_curve_starts_at_the_initial_loss() -> None:
@@ -116,15 +88,15 @@ def test_suggest_lr_warns_when_the_loss_never_falls() -> None:
 def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the_experiment(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    size, config = tuning.scale_batch_size([*QUICK[1:], "--config", str(DIABETES)])
+    size, config = tuning.scale_batch_size([*QUICK[1:], "--data.batch_size=256"])
     out = capsys.readouterr().out
-    # 288 training rows: 64, 128, 256 fit; 512 would be larger than the split (Lightning tries it)
-    assert size == 256, out
-    assert "stopped because the next size (512) would exceed the training split of 288 samples" in out
+    # 1,168 training images: 256, 512, 1024 fit; 2048 would be larger than the split (Lightning tries it)
+    assert size == 1024, out
+    assert "stopped because the next size (2048) would exceed the training split of 1168 samples" in out
     saved = yaml.safe_load(config.read_text())
-    data_class = "project.data.DiabetesDataModule"
-    assert saved == {"data": {"class_path": data_class, "init_args": {"batch_size": 256}}}
-    cli = _rerun(_use_it(out))
-    assert type(cli.model).__name__ == "TabularRegressor"
-    assert cli.datamodule.batch_size == 256  # type: ignore[attr-defined]
-    assert cli.datamodule.hparams["split_seed"] == 0
+    data_class = "project.data.DigitsDataModule"
+    assert saved == {"data": {"class_path": data_class, "init_args": {"batch_size": 1024}}}
+    cli = rerun_suggestion(out)
+    assert type(cli.model).__name__ == "ImageClassifier"
+    assert cli.datamodule.batch_size == 1024  # type: ignore[attr-defined]
+    assert len(cli.datamodule.train_set) == 1168  # type: ignore[attr-defined]

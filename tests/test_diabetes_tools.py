@@ -1,0 +1,134 @@
+"""The export, predict and tuning commands on the diabetes regression task: ONNX names and the
+quantization check's MAE, predictions for CSV rows, ``lr_find`` and ``scale_batch_size`` (the digits
+cases are in ``test_export.py``, ``test_predict_files.py`` and ``test_tuning.py``)."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from conftest import CONFIGS, FAST, RunCLI, fit_with_batch_size_1, rerun_suggestion
+from sklearn.datasets import load_diabetes
+
+from project import tuning
+from project.cli import main
+from project.loading import load_datamodule, load_model
+
+DIABETES = str(CONFIGS / "experiment" / "diabetes.yaml")
+QUIET = ["--trainer.logger=false"]
+NO_BARS = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
+
+
+def _rows(run_dir: Path, name: str = "predictions.csv") -> list[dict[str, str]]:
+    return list(csv.DictReader((run_dir / name).open()))
+
+
+@pytest.fixture(scope="module")
+def batch_size_1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A diabetes run trained with ``--data.batch_size=1`` (a few steps)."""
+    return fit_with_batch_size_1(tmp_path_factory.mktemp("export_bs1") / "logs", "--config", DIABETES)
+
+
+def test_regressor_export_names_and_quantization_check_fit_the_task(
+    batch_size_1_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import onnx
+
+    run = batch_size_1_run
+    ckpt = run / "checkpoints" / "best.ckpt"
+    main(["export", f"--ckpt_path={ckpt}", "--format=onnx", f"--output={tmp_path / 'model.onnx'}"])
+    graph = onnx.load(str(tmp_path / "model.onnx")).graph
+    assert [graph.input[0].name, graph.output[0].name] == ["features", "predictions"]
+    assert "batch 64:" in capsys.readouterr().out  # 88 test rows: 64 checked at once, then 1
+    main(
+        [
+            "export",
+            f"--ckpt_path={ckpt}",
+            "--format=torchscript",
+            "--quantize=dynamic",
+            f"--output={tmp_path / 'q.pt'}",
+        ]
+    )
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    fp32 = float(re.search(r"Test MAE: fp32 ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
+    # MAE in the target's units (disease progression 25..346): an untrained-ish model is tens off
+    assert 10 < fp32 < 200, line
+    # the same number computed here from the checkpoint's predictions on the test split
+    model, datamodule = load_model(ckpt), load_datamodule(run / "config.yaml")
+    datamodule.setup("test")
+    features, target = datamodule.test_set.inputs, datamodule.test_set.targets  # type: ignore[attr-defined]
+    with torch.no_grad():
+        mae = (model.to_original_units(model(features)) - model.to_original_units(target)).abs().mean()
+    assert fp32 == pytest.approx(float(mae), abs=1e-3)
+
+
+def test_predict_on_csv_rows_standardises_them_like_training(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = load_diabetes(scaled=False)
+    with (workdir / "rows.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(data.feature_names)
+        writer.writerows(data.data[:6].tolist())
+    fit = run_cli("fit", "--config", DIABETES, *QUIET, "--trainer.limit_val_batches=2")
+    cli = run_cli("predict", *QUIET, "--ckpt_path=best", "--data.predict_path=rows.csv")
+    assert type(cli.datamodule).__name__ == "DiabetesDataModule"  # restored from the checkpoint
+    rows = _rows(cli.run_dir)
+    assert list(rows[0]) == ["index", "input", "pred"]
+    assert [row["input"] for row in rows] == [f"rows.csv:{line}" for line in range(2, 8)]
+    dm, model = fit.datamodule, load_model(fit.run_dir / "checkpoints" / "best.ckpt")
+    features = (torch.tensor(data.data[:6], dtype=torch.float32) - dm.feature_mean) / dm.feature_std  # type: ignore[attr-defined]
+    with torch.no_grad():
+        expected = model.to_original_units(model(features))  # type: ignore[operator]
+    np.testing.assert_allclose([float(row["pred"]) for row in rows], expected.numpy(), rtol=1e-5)
+    # a row with a column missing: one error line naming the file and the line
+    (workdir / "bad.csv").write_text(
+        "59,2,32.1,101,157,93.2,38,4,4.8598,87\n48,1,21.6,87,183,103.2,70,3,3.8918\n"
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err
+
+
+def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_experiment(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lr, config = tuning.lr_find([*NO_BARS, "--config", str(DIABETES)])
+    out = capsys.readouterr().out
+    # 3e-3 trains this experiment well; Lightning's own rule said 1.3e-4 (on the flat start)
+    assert 5e-4 <= lr <= 1e-2, out
+    saved = yaml.safe_load(config.read_text())
+    assert saved["model"]["init_args"]["optimizer"] == {
+        "class_path": "torch.optim.AdamW",
+        "init_args": {"lr": lr},
+    }
+    cli = rerun_suggestion(out)
+    assert type(cli.model).__name__ == "TabularRegressor"
+    assert type(cli.datamodule).__name__ == "DiabetesDataModule"
+    (group,) = cli.trainer.optimizers[0].param_groups
+    assert group["weight_decay"] == 0.1  # the experiment's own, kept next to the suggested LR
+    assert cli.config.fit.model.init_args.optimizer.init_args.lr == pytest.approx(lr)
+
+
+def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the_experiment(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    size, config = tuning.scale_batch_size([*NO_BARS, "--config", str(DIABETES)])
+    out = capsys.readouterr().out
+    # 288 training rows: 64, 128, 256 fit; 512 would be larger than the split (Lightning tries it)
+    assert size == 256, out
+    assert "stopped because the next size (512) would exceed the training split of 288 samples" in out
+    saved = yaml.safe_load(config.read_text())
+    data_class = "project.data.DiabetesDataModule"
+    assert saved == {"data": {"class_path": data_class, "init_args": {"batch_size": 256}}}
+    cli = rerun_suggestion(out)
+    assert type(cli.model).__name__ == "TabularRegressor"
+    assert cli.datamodule.batch_size == 256  # type: ignore[attr-defined]
+    assert cli.datamodule.hparams["split_seed"] == 0
