@@ -176,10 +176,12 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_callback", SaveConfigToLoggers)
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
+        self.parsers: list[LightningArgumentParser] = []
         super().__init__(args=args, run=run, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, the forced callbacks and the links."""
+        self.parsers.append(parser)
         add_run_folder_arguments(parser)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
@@ -217,6 +219,9 @@ class ProjectCLI(LightningCLI):
         ``--weights_only``) and take the model (and data) class and arguments from it."""
         self.checkpoint: dict[str, Any] | None = None
         argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
+        for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; the
+            if " [options] " in subparser.prog:  # error tip shows it: "run: python -m project fit --help"
+                subparser.prog = f"python -m {__package__} {subparser.prog.rsplit(' ', 1)[-1]}"
         check_linked_not_set(parser, argv)  # before parsing: jsonargparse's own message is obscure
         super().parse_arguments(parser, args)
         config = self._config()

@@ -11,22 +11,23 @@ import yaml
 from lightning.pytorch import LightningDataModule, LightningModule
 from torch import Tensor
 
-from .runs import resolve_checkpoint  # noqa: F401  (one resolver for every command)
+from .runs import resolve_checkpoint, run_dir_of  # noqa: F401  (one resolver for every command)
 
 
 def run_config_of(ckpt_path: Path) -> Path:
     """The ``config.yaml`` of the run that wrote ``ckpt_path`` (``<run>/checkpoints/x.ckpt``).
 
     Raises:
-        FileNotFoundError: when ``<run>/config.yaml`` is missing (pass the config explicitly then).
+        FileNotFoundError: ``ckpt_path`` is not in a run folder's ``checkpoints/`` next to its
+            ``config.yaml`` (pass the config explicitly then).
     """
-    config = ckpt_path.resolve().parent.parent / "config.yaml"
-    if not config.is_file():
+    run_dir = run_dir_of(ckpt_path)
+    if run_dir is None:
         raise FileNotFoundError(
-            f"{config} not found: {ckpt_path} is not inside a run folder (<run>/checkpoints/). "
-            "Pass the run's config with --config PATH"
+            f"{ckpt_path} is not inside a run folder (<run>/checkpoints/<file>.ckpt next to "
+            "<run>/config.yaml). Pass the run's config with --config PATH"
         )
-    return config
+    return run_dir / "config.yaml"
 
 
 def load_model(ckpt_path: str | Path) -> LightningModule:

@@ -98,8 +98,9 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
 def run_dir_of(ckpt_path: str | Path) -> Path | None:
     """The run folder that holds ``ckpt_path`` (``<run>/checkpoints/<file>.ckpt`` next to
     ``<run>/config.yaml``), or ``None`` for a checkpoint outside a run folder."""
-    run_dir = Path(ckpt_path).expanduser().resolve().parent.parent
-    return run_dir if (run_dir / "config.yaml").is_file() else None
+    folder = Path(ckpt_path).expanduser().resolve().parent
+    run_dir = folder.parent
+    return run_dir if folder.name == "checkpoints" and (run_dir / "config.yaml").is_file() else None
 
 
 def best_checkpoint_of(last: Path) -> Path:

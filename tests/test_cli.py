@@ -88,6 +88,7 @@ def test_a_bad_value_gets_a_short_usage_line_and_the_error(tmp_path: Path) -> No
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[0] == "usage: python -m project fit [options]"
+    assert "tip: For details of accepted options run: python -m project fit --help" in lines
     assert any(line.startswith("error:") for line in lines) and "abc" in result.stderr
     assert len(lines) < 30, result.stderr  # not the full option list
     result = run_module(["fitt"], cwd=tmp_path, check=False)

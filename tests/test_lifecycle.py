@@ -210,3 +210,29 @@ def test_the_private_lightning_hook_we_override_still_exists() -> None:
     from lightning.pytorch.cli import LightningCLI
 
     assert callable(getattr(LightningCLI, "_parse_ckpt_path", None))
+
+
+def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint copied out of its run (``model.ckpt`` in some folder) belongs to no run, even when
+    the folder above holds an unrelated ``config.yaml``: ``fit`` from it starts a new run, and
+    ``export`` asks for the config instead of reading the unrelated one."""
+    from project.cli import main
+
+    first = run_cli("fit")
+    shelf = workdir / "shelf" / "models"
+    shelf.mkdir(parents=True)
+    (shelf.parent / "config.yaml").write_text("unrelated: true\n")
+    copy = shelf / "model.ckpt"
+    copy.write_bytes((first.run_dir / "checkpoints" / "best.ckpt").read_bytes())
+    second = run_cli("fit", f"--ckpt_path={copy}", "--trainer.max_epochs=2")
+    assert second.run_dir.parent == workdir / "logs" and second.run_dir != first.run_dir
+    assert not (shelf.parent / "metrics.csv").exists()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        main(["export", f"--ckpt_path={copy}", "--format=torchscript"])
+    assert caught.value.code != 0
+    err = capsys.readouterr().err
+    assert "model.ckpt is not inside a run folder" in err and "--config" in err
+    assert "unrelated" not in err
