@@ -164,3 +164,26 @@ def check_model_and_trainer(model: LightningModule, trainer: Trainer, config: Na
             "schedules would fight over the LR. Use one: --lr_schedule.enabled=false, or "
             "--model.lr_scheduler=null."
         )
+
+
+def warn_logger_switch(run_dir: Path, logger: Any) -> None:
+    """Warn when ``fit --ckpt_path`` continues the run in ``run_dir`` with other loggers than the run
+    used (its ``config.yaml``): the logger, like every trainer setting, comes from this command's
+    config, so a run trained with ``--config configs/logger/tensorboard.yaml`` and continued without
+    it would switch to the default logger half-way."""
+
+    def names(value: Any) -> list[str]:
+        items = value if isinstance(value, list) else [value]
+        paths = [str(item.get("class_path")) for item in items if hasattr(item, "get")]
+        return sorted(path.rsplit(".", 1)[-1] for path in paths)
+
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    before, now = names((saved.get("trainer") or {}).get("logger")), names(logger)
+    if before != now:
+        warnings.warn(
+            f"continuing {run_dir.name}, which logged with {before or 'no logger'}, with "
+            f"{now or 'no logger'}: the logger comes from this command's config. Pass the run's "
+            "logger config again (e.g. --config configs/logger/tensorboard.yaml) to keep logging where "
+            "the run did.",
+            stacklevel=2,
+        )

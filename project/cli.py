@@ -47,6 +47,7 @@ from .checks import (
     check_wandb_log_model,
     class_of,
     warn_carried_over,
+    warn_logger_switch,
 )
 from .errors import CheckpointError, ConfigError, ProjectError
 from .progress import stdout_is_terminal
@@ -266,6 +267,8 @@ class ProjectCLI(LightningCLI):
         else:
             self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)
             self.continued = False
+        if self.continued:
+            warn_logger_switch(self.run_dir, config.trainer.logger)
         wandb_id = wandb_id_of(self.run_dir) if self.continued else None
         config.trainer.default_root_dir = str(self.run_dir)
         config.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)

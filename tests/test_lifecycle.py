@@ -236,3 +236,18 @@ def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
     err = capsys.readouterr().err
     assert "model.ckpt is not inside a run folder" in err and "--config" in err
     assert "unrelated" not in err
+
+
+def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI) -> None:
+    """The logger of a continued run comes from the command's config, like every trainer setting:
+    continuing a CSV-logged run without its logger config says so; repeating the config does not."""
+    csv_preset = str(CONFIGS / "logger" / "csv.yaml")
+    run_cli("fit", "--config", csv_preset)
+    with pytest.warns(UserWarning, match=r"logged with \['CSVLogger'\], with \['WandbLogger'\]"):
+        run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--trainer.logger=WandbLogger")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.filterwarnings("ignore", "(?!continuing)")  # only this warning is an error here
+        run_cli("fit", "--config", csv_preset, "--trainer.max_epochs=3", "--ckpt_path=last")
