@@ -239,6 +239,11 @@ def override(key: str, value: Any) -> str:
 class _TrialCLI(ProjectCLI):
     """``ProjectCLI`` for one trial: ``fit`` plus the pruning callback."""
 
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """Only ``fit``: the parsers of the other subcommands would cost seconds per trial."""
+        return {"fit": ProjectCLI.subcommands()["fit"]}
+
     def __init__(self, args: list[str], callbacks: list[Any]) -> None:
         self._trial_callbacks = callbacks
         super().__init__(args=args)
