@@ -352,11 +352,6 @@ class Objective:
 # ------------------------------------------------------------------------------------------ storage
 
 
-def results_dir(logs_dir: str | Path, study_name: str) -> Path:
-    """The sweep's results folder ``<logs_dir>/<study>_sweep`` (absolute)."""
-    return Path(logs_dir).expanduser().resolve() / f"{study_name}_sweep"
-
-
 def _safe_url(url: str) -> str:
     """``url`` with its password hidden."""
     from sqlalchemy.engine import make_url
@@ -615,13 +610,13 @@ def main(args: list[str]) -> None:
             )
     study_name = options.study_name or spec.path.stem
     logs_dir = str(config.logs_dir)
-    folder = results_dir(logs_dir, study_name)
-    if options.storage is None:
-        folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(logs_dir).expanduser().resolve() / f"{study_name}_sweep"  # results (and SQLite)
+    folder.mkdir(parents=True, exist_ok=True)
     url = options.storage or f"sqlite:///{folder / 'optuna.db'}"
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # one progress line of ours per trial instead
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # no "GPU available" per trial
+    for name in ("lightning.pytorch", "lightning.fabric"):  # no "GPU available", "Seed set" per trial
+        logging.getLogger(name).setLevel(logging.WARNING)
     study = optuna.create_study(
         study_name=study_name,
         storage=open_storage(url),
@@ -649,7 +644,6 @@ def main(args: list[str]) -> None:
 
     def report(study: Any, trial: Any) -> None:
         print(progress_line(study, trial, options.n_trials, spec.metric), flush=True)
-        folder.mkdir(parents=True, exist_ok=True)
         write_trials_csv(study, folder / "trials.csv")
         failures[:] = [*failures, trial.user_attrs.get("error", "")] if trial.state == TrialState.FAIL else []
         if len(failures) >= MAX_FAILURES_IN_A_ROW:
@@ -685,7 +679,6 @@ def main(args: list[str]) -> None:
     finally:
         signal.signal(signal.SIGINT, previous)
 
-    folder.mkdir(parents=True, exist_ok=True)
     written = [write_trials_csv(study, folder / "trials.csv"), write_best_config(study, folder / "best.yaml")]
     written += write_plots(study, folder)
     done = len(study.get_trials(deepcopy=False, states=finished))
