@@ -1,41 +1,28 @@
-"""``python -m project sweep``: hyperparameter search with Optuna, each trial an
-ordinary ``fit`` run.
+"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary ``fit`` run.
 
 ```
 python -m project sweep --config configs/sweep/digits.yaml [--n_trials 20] [fit options ...]
 ```
 
-The sweep YAML (the ``--config`` file that has a ``search_space``) names:
-
-- ``search_space``: ordinary config keys (as on the ``fit`` command line, ``init_args`` may be left out)
-  mapped to a distribution: ``{type: float, low, high, log: false, step: null}``,
-  ``{type: int, low, high, log: false, step: 1}`` or ``{type: categorical, choices: [...]}``;
-- ``objective``: ``{metric: val/acc_best, direction: maximize}``, a metric the run logs; its value at the
-  end of the trial is the trial's value (use a ``*_best`` metric for the best epoch);
-- ``sampler``: ``{name: tpe|random, seed: 0, ...}``, the other keys go to the Optuna sampler's constructor
-  (default TPE, Bergstra et al. 2011, "Algorithms for Hyper-Parameter Optimization");
-- ``pruner``: ``{name: median|hyperband|none, ...}``, the other keys go to the Optuna pruner's constructor
-  (Hyperband: Li et al. 2018, "Hyperband: A Novel Bandit-Based Approach to Hyperparameter Optimization");
-- ``enqueue_trials`` (optional): parameter sets to run first, e.g. the current defaults.
-
-Every other argument (experiment ``--config`` files, ``--trainer.*``, ``--data.*``, ...) is a ``fit``
-option applied to every trial. Each trial runs ``fit`` in this process through :class:`ProjectCLI` into
-the ordinary run folder ``<logs_dir>/<study>_trial<NNN>``; a callback reports the objective after every
-validation and Optuna's pruner stops hopeless trials.
-
-The study lives in ``--storage`` (default: the SQLite file ``<logs_dir>/<study>_sweep/optuna.db``; no
-server). Re-running the same command continues it until ``--n_trials`` trials of the study have finished
-(complete or pruned); several processes started with the same ``--study_name``/``--storage`` share the
-work, on one machine (SQLite) or many (``--storage postgresql://user:password@host/db``, needs
-``psycopg2``). Results go to ``<logs_dir>/<study>_sweep/``: ``trials.csv``, ``best.yaml`` (the best
-trial's config: ``fit --config best.yaml`` re-runs it) and PNG plots.
+The sweep YAML (the ``--config`` file that has a ``search_space``; see ``configs/sweep/digits.yaml``
+and the README section "Hyperparameter search") names the ``search_space`` (config key -> Optuna
+distribution), the ``objective`` (a logged metric and its direction), the ``sampler`` (TPE, Bergstra
+et al. 2011, or random), the ``pruner`` (median, or Hyperband, Li et al. 2018) and optional
+``enqueue_trials`` to run first. Every other argument is a ``fit`` option applied to every trial. Each
+trial runs ``fit`` in this process through :class:`ProjectCLI` into the run folder
+``<logs_dir>/<study>_trial<NNN>``; Optuna's Lightning pruning callback reports the objective after
+every validation. The study lives in ``--storage`` (default: SQLite in ``<logs_dir>/<study>_sweep/``),
+which several worker processes (or machines, with PostgreSQL) share; results (``trials.csv``,
+``best.yaml``, PNG plots) go to ``<logs_dir>/<study>_sweep/``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import json
+import logging
 import os
 import signal
 import socket
@@ -45,8 +32,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any, Literal, cast
+from typing import Any
 
 import yaml
 from jsonargparse import Namespace
@@ -55,129 +41,89 @@ from .cli import ProjectCLI
 from .errors import ConfigError, ProjectError, TrainingInterrupted
 
 PROG = f"python -m {__package__} sweep"
-
-#: Top-level keys of a sweep YAML.
 SWEEP_KEYS = ("search_space", "objective", "sampler", "pruner", "enqueue_trials")
-#: Keys of one ``search_space`` entry, by distribution type (``type`` itself is always allowed).
-DISTRIBUTION_KEYS = {
-    "float": {"low", "high", "log", "step"},
-    "int": {"low", "high", "log", "step"},
-    "categorical": {"choices"},
+DISTRIBUTIONS = {
+    "float": "FloatDistribution",
+    "int": "IntDistribution",
+    "categorical": "CategoricalDistribution",
 }
 SAMPLERS = {"tpe": "TPESampler", "random": "RandomSampler"}
 PRUNERS = {"median": "MedianPruner", "hyperband": "HyperbandPruner", "none": "NopPruner"}
-#: Options of the sweep itself; every other argument is a ``fit`` option.
-SWEEP_OPTIONS = ("--n_trials", "--study_name", "--storage", "--timeout")
+#: Fit options every trial starts from (the command line and --config files can override them): the
+#: CSV logger (metrics.csv only; the default offline W&B logger costs seconds per trial), and no
+#: progress bar or model summary (several workers share one terminal; one progress line per trial).
+TRIAL_DEFAULTS = (
+    "--trainer.logger=lightning.pytorch.loggers.CSVLogger",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+)
 #: This process, as recorded in each of its trials (``worker`` user attribute).
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
-
-#: Marks a categorical choice that is not a plain value (a list, a mapping) stored as JSON text.
-JSON_PREFIX = "json:"
 #: A worker stops after this many failed trials in a row (e.g. an objective metric that is never logged).
 MAX_FAILURES_IN_A_ROW = 5
 
 
-def _quiet_warnings() -> None:
-    """Hide two warnings that are expected here: LightningCLI's about getting ``args`` while
-    ``sys.argv`` holds the sweep's command line, and Optuna's that heartbeats are experimental."""
-    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within")
-    warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
-
-
 @dataclass
 class SweepSpec:
-    """A validated sweep YAML.
-
-    Attributes:
-        path: the file.
-        search_space: config key (as written) -> Optuna distribution.
-        metric: the logged metric to optimise (e.g. ``val/acc_best``).
-        direction: ``maximize`` or ``minimize``.
-        sampler: ``(name, constructor kwargs)``.
-        pruner: ``(name, constructor kwargs)``.
-        enqueue_trials: parameter sets (config key -> value) to run first.
-    """
+    """A checked sweep YAML: ``search_space`` (config key as written -> Optuna distribution), the
+    objective ``metric`` and ``direction``, the ``sampler`` and ``pruner`` sections (``{name, **kwargs}``)
+    and the parameter sets to enqueue."""
 
     path: Path
     search_space: dict[str, Any]
-    metric: str
-    direction: str
-    sampler: tuple[str, dict[str, Any]]
-    pruner: tuple[str, dict[str, Any]]
+    metric: str = "val/acc_best"
+    direction: str = "maximize"
+    sampler: dict[str, Any] = field(default_factory=dict)
+    pruner: dict[str, Any] = field(default_factory=dict)
     enqueue_trials: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _named(
-    section: str, value: Any, names: dict[str, str], default: str, where: str
-) -> tuple[str, dict[str, Any]]:
-    """Read a ``{name: ..., **kwargs}`` section (sampler/pruner)."""
-    if value is None:
-        return default, {}
-    if not isinstance(value, dict):
-        example = "{name: " + str(default) + "}"
-        raise ConfigError(f"{where}: {section} must be a mapping such as {example}, got {value!r}")
-    kwargs = dict(value)
-    name = kwargs.pop("name", default)
-    if name not in names:
-        raise ConfigError(f"{where}: {section}.name={name!r} is unknown; choose one of {sorted(names)}")
-    return str(name), kwargs
+def _plain(value: Any) -> Any:
+    """A categorical choice as Optuna stores it: a list or mapping becomes its JSON text, which the
+    trial's ``--key=TEXT`` override reads back (jsonargparse parses it as YAML)."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else json.dumps(value)
 
 
 def _distribution(key: str, spec: Any, where: str) -> Any:
-    """One ``search_space`` entry as an Optuna distribution; raises :class:`ConfigError` naming ``key``."""
-    import optuna.distributions as dist
+    """One ``search_space`` entry (``{type: float|int|categorical, **kwargs of Optuna's class}``) as an
+    Optuna distribution; raises :class:`ConfigError` naming ``key``."""
+    import optuna.distributions
 
     name = f"{where}: search_space[{key!r}]"
-    if not isinstance(spec, dict) or "type" not in spec:
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    if kind not in DISTRIBUTIONS:
         raise ConfigError(
-            f"{name} must be a mapping with a type (float, int or categorical), e.g. "
+            f"{name} needs a type float, int or categorical, e.g. "
             "{type: float, low: 1.0e-4, high: 1.0e-2, log: true}; got " + repr(spec)
         )
-    kind = spec["type"]
-    if kind not in DISTRIBUTION_KEYS:
-        raise ConfigError(f"{name}: unknown distribution type {kind!r}; choose float, int or categorical")
-    unknown = set(spec) - DISTRIBUTION_KEYS[kind] - {"type"}
-    if unknown:
-        raise ConfigError(f"{name}: unknown field(s) {sorted(unknown)} for type {kind}")
-    try:
-        if kind == "categorical":
-            choices = spec.get("choices")
-            if not isinstance(choices, list) or not choices:
-                raise ValueError(f"choices must be a non-empty list, got {choices!r}")
-            if not all(choice is None or isinstance(choice, (bool, int, float, str)) for choice in choices):
-                # Optuna stores only plain choices; a list such as [64, 64] is kept as its JSON text
-                choices = [JSON_PREFIX + json.dumps(choice) for choice in choices]
-            return dist.CategoricalDistribution(choices)
-        missing = {"low", "high"} - set(spec)
-        if missing:
-            raise ValueError(f"missing {sorted(missing)}")
-        low, high = spec["low"], spec["high"]
-        if high < low:
-            raise ValueError(f"empty range: low={low} > high={high}")
-        if kind == "float":
-            return dist.FloatDistribution(
-                float(low), float(high), log=bool(spec.get("log", False)), step=spec.get("step")
-            )
-        return dist.IntDistribution(
-            int(low), int(high), log=bool(spec.get("log", False)), step=spec.get("step", 1)
-        )
-    except (ValueError, TypeError) as error:
+    kwargs = {k: v for k, v in spec.items() if k != "type"}
+    if isinstance(kwargs.get("choices"), list):
+        kwargs["choices"] = [_plain(choice) for choice in kwargs["choices"]]
+    try:  # Optuna checks the fields, the range (low <= high) and the choices (non-empty)
+        return getattr(optuna.distributions, DISTRIBUTIONS[kind])(**kwargs)
+    except (TypeError, ValueError) as error:
         raise ConfigError(f"{name}: {error}") from None
 
 
-def _encode(distribution: Any, value: Any) -> Any:
-    """``value`` as stored in ``distribution`` (JSON text for a list-valued categorical)."""
-    choices = getattr(distribution, "choices", ())
-    if choices and str(choices[0]).startswith(JSON_PREFIX):
-        return JSON_PREFIX + json.dumps(value)
-    return value
+def _optuna_object(spec: SweepSpec, section: str, **overrides: Any) -> Any:
+    """The sampler or pruner of ``spec`` (``section``), its constructor kwargs updated by ``overrides``."""
+    import optuna
+
+    kwargs = {**getattr(spec, section), **overrides}
+    name = kwargs.pop("name", "tpe" if section == "sampler" else "median")
+    classes, module = (SAMPLERS, optuna.samplers) if section == "sampler" else (PRUNERS, optuna.pruners)
+    if name not in classes:
+        raise ConfigError(f"{spec.path}: {section}.name={name!r} is unknown; choose one of {sorted(classes)}")
+    try:
+        return getattr(module, classes[name])(**kwargs)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{spec.path}: {section} {name}: {error}") from None
 
 
-def decode(value: Any) -> Any:
-    """A sampled value as the config takes it (undoes the JSON text of list-valued choices)."""
-    if isinstance(value, str) and value.startswith(JSON_PREFIX):
-        return json.loads(value[len(JSON_PREFIX) :])
-    return value
+def make_sampler(spec: SweepSpec, seed_offset: int = 0) -> Any:
+    """The sampler of ``spec``, its ``seed`` (if any) plus ``seed_offset``."""
+    seed = spec.sampler.get("seed")
+    return _optuna_object(spec, "sampler", **({} if seed is None else {"seed": int(seed) + seed_offset}))
 
 
 def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
@@ -185,73 +131,50 @@ def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
 
     Raises:
         ConfigError: an unknown top-level key, distribution type or field, an empty range or choice
-            list, an unknown sampler or pruner, a bad objective, or an enqueued key outside the space;
-            the message names the key.
+            list, an unknown sampler or pruner (or a bad argument of one), a bad objective, or an
+            enqueued key outside the space; the message names the key.
     """
     where = str(path)
-    if raw is None:
-        raw = yaml.safe_load(Path(path).read_text())
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: a sweep config must be a mapping with a search_space")
-    unknown = set(raw) - set(SWEEP_KEYS)
+    raw = yaml.safe_load(Path(path).read_text()) if raw is None else raw
+    unknown = set(raw) - set(SWEEP_KEYS) if isinstance(raw, dict) else set()
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; a sweep config has {list(SWEEP_KEYS)}")
-    space = raw.get("search_space")
-    if not isinstance(space, dict) or not space:
-        raise ConfigError(f"{where}: search_space must map config keys to distributions, got {space!r}")
-    search_space = {str(key): _distribution(str(key), spec, where) for key, spec in space.items()}
+    if not isinstance(raw, dict) or not isinstance(raw.get("search_space"), dict) or not raw["search_space"]:
+        raise ConfigError(
+            f"{where}: a sweep config is a mapping whose search_space maps config keys to distributions"
+        )
+    space = {str(key): _distribution(str(key), spec, where) for key, spec in raw["search_space"].items()}
     objective = raw.get("objective") or {}
     if not isinstance(objective, dict) or set(objective) - {"metric", "direction"}:
         raise ConfigError(f"{where}: objective must be " + "{metric: val/acc_best, direction: maximize}")
-    metric = str(objective.get("metric", "val/acc_best"))
-    direction = str(objective.get("direction", "maximize"))
-    if direction not in ("maximize", "minimize"):
-        raise ConfigError(f"{where}: objective.direction={direction!r}; use maximize or minimize")
+    if objective.get("direction", "maximize") not in ("maximize", "minimize"):
+        raise ConfigError(
+            f"{where}: objective.direction={objective['direction']!r}; use maximize or minimize"
+        )
     enqueue = raw.get("enqueue_trials") or []
     if not isinstance(enqueue, list) or not all(isinstance(item, dict) for item in enqueue):
         raise ConfigError(f"{where}: enqueue_trials must be a list of " + "{config key: value} mappings")
     for index, params in enumerate(enqueue):
-        outside = set(params) - set(search_space)
-        if outside:
+        if set(params) - set(space):
             raise ConfigError(
-                f"{where}: enqueue_trials[{index}]: key(s) {sorted(outside)} not in search_space"
+                f"{where}: enqueue_trials[{index}]: {sorted(set(params) - set(space))} not in search_space"
             )
-    return SweepSpec(
-        path=Path(path),
-        search_space=search_space,
-        metric=metric,
-        direction=direction,
-        sampler=_named("sampler", raw.get("sampler"), SAMPLERS, "tpe", where),
-        pruner=_named("pruner", raw.get("pruner"), PRUNERS, "median", where),
-        enqueue_trials=[
-            {str(k): _encode(search_space[k], v) for k, v in params.items()} for params in enqueue
-        ],
+    for section in ("sampler", "pruner"):
+        if not isinstance(raw.get(section) or {}, dict):
+            raise ConfigError(
+                f"{where}: {section} must be a mapping such as " + "{name: ...}, got " + repr(raw[section])
+            )
+    spec = SweepSpec(
+        Path(path),
+        space,
+        str(objective.get("metric", "val/acc_best")),
+        str(objective.get("direction", "maximize")),
+        dict(raw.get("sampler") or {}),
+        dict(raw.get("pruner") or {}),
+        [{str(k): _plain(v) for k, v in params.items()} for params in enqueue],
     )
-
-
-def make_sampler(spec: SweepSpec, seed_offset: int = 0) -> Any:
-    """The sampler of ``spec`` (its ``seed``, if any, plus ``seed_offset``)."""
-    import optuna
-
-    name, kwargs = spec.sampler
-    kwargs = dict(kwargs)
-    if kwargs.get("seed") is not None:
-        kwargs["seed"] = int(kwargs["seed"]) + seed_offset
-    try:
-        return getattr(optuna.samplers, SAMPLERS[name])(**kwargs)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{spec.path}: sampler {name}: {error}") from None
-
-
-def make_pruner(spec: SweepSpec) -> Any:
-    """The pruner of ``spec``."""
-    import optuna
-
-    name, kwargs = spec.pruner
-    try:
-        return getattr(optuna.pruners, PRUNERS[name])(**kwargs)
-    except (TypeError, ValueError) as error:
-        raise ConfigError(f"{spec.path}: pruner {name}: {error}") from None
+    make_sampler(spec), _optuna_object(spec, "pruner")  # bad names or arguments stop here
+    return spec
 
 
 # ---------------------------------------------------------------------------------------- fit options
@@ -305,8 +228,9 @@ def resolve_key(config: Namespace, key: str) -> str | None:
 
 
 def override(key: str, value: Any) -> str:
-    """``--key=value`` with the value as JSON (a YAML subset: jsonargparse reads it back exactly)."""
-    return f"--{key}={json.dumps(value)}"
+    """``--key=value``: a string as it is (YAML, as typed on the command line: the JSON text of a list
+    choice becomes the list), anything else as JSON (a YAML subset: jsonargparse reads it back exactly)."""
+    return f"--{key}={value if isinstance(value, str) else json.dumps(value)}"
 
 
 # ------------------------------------------------------------------------------------------- trials
@@ -314,6 +238,11 @@ def override(key: str, value: Any) -> str:
 
 class _TrialCLI(ProjectCLI):
     """``ProjectCLI`` for one trial: ``fit`` plus the pruning callback."""
+
+    @staticmethod
+    def subcommands() -> dict[str, set[str]]:
+        """Only ``fit``: the parsers of the other subcommands would cost seconds per trial."""
+        return {"fit": ProjectCLI.subcommands()["fit"]}
 
     def __init__(self, args: list[str], callbacks: list[Any]) -> None:
         self._trial_callbacks = callbacks
@@ -325,14 +254,9 @@ class _TrialCLI(ProjectCLI):
         self.trainer.callbacks.extend(self._trial_callbacks)  # type: ignore[attr-defined]
 
 
-def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error:")]
-    return (errors or lines or ["(no message)"])[-1]
-
-
 class _Tee:
-    """A text stream that writes to ``stream`` and keeps the last ``keep`` characters."""
+    """A text stream that writes to ``stream`` and keeps the last ``keep`` characters (to find the
+    ``error:`` line of a trial whose parser exited)."""
 
     def __init__(self, stream: Any, keep: int = 4000) -> None:
         self.stream, self.keep, self.text = stream, keep, ""
@@ -341,22 +265,25 @@ class _Tee:
         self.text = (self.text + text)[-self.keep :]
         return int(self.stream.write(text))
 
-    def flush(self) -> None:
-        self.stream.flush()
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 
+    def last_error(self) -> str:
+        """The last ``error:`` line written, else the last line."""
+        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
+        return ([line for line in lines if line.startswith("error:")] or lines or ["(no message)"])[-1]
+
+
+class TrialFailed(Exception):
+    """A trial failed (its error is in the trial's ``error`` user attribute); the sweep goes on."""
+
 
 class Objective:
-    """Optuna objective: one ``fit`` run per trial; returns the objective metric at its end.
+    """Optuna objective: one ``fit`` run per trial (``fit_args`` plus the sampled values, into the run
+    folder ``<logs_dir>/<study>_trial<NNN>``); returns the objective metric at its end.
 
-    Args:
-        spec: the sweep.
-        fit_args: ``fit`` options for every trial.
-        keys: search-space key -> full config key.
-        logs_dir: where the trial run folders go.
-        study_name: names the run folders ``<study>_trial<NNN>``.
+    Raises ``optuna.TrialPruned``, ``KeyboardInterrupt`` (Ctrl-C: stop the sweep) or
+    :class:`TrialFailed` (recorded as failed with its ``error``; the sweep goes on).
     """
 
     def __init__(
@@ -364,27 +291,12 @@ class Objective:
     ) -> None:
         self.spec, self.fit_args, self.keys = spec, fit_args, keys
         self.logs_dir, self.study_name = logs_dir, study_name
-        self.interrupted = False
+        self.interrupted = False  # set by the SIGINT handler
         self._reseeded = False
 
-    def suggest(self, trial: Any) -> dict[str, Any]:
-        """Sample every search-space key (Optuna's public ``suggest_*`` API)."""
-        import optuna.distributions as dist
-
-        values: dict[str, Any] = {}
-        for key, d in self.spec.search_space.items():
-            if isinstance(d, dist.CategoricalDistribution):
-                values[key] = trial.suggest_categorical(key, list(d.choices))
-            elif isinstance(d, dist.IntDistribution):
-                values[key] = trial.suggest_int(key, d.low, d.high, step=d.step, log=d.log)
-            else:
-                values[key] = trial.suggest_float(key, d.low, d.high, step=d.step, log=d.log)
-        return values
-
     def __call__(self, trial: Any) -> float:
-        """Run the trial. Raises ``optuna.TrialPruned``, ``KeyboardInterrupt`` (Ctrl-C: stop the sweep)
-        or :class:`TrialFailed` (recorded as failed; the sweep goes on)."""
         import optuna
+        from optuna.distributions import CategoricalDistribution, IntDistribution
         from optuna_integration import PyTorchLightningPruningCallback
 
         trial.set_user_attr("worker", WORKER)
@@ -394,116 +306,86 @@ class Objective:
             # A single worker on a new study starts at trial 0, so its seed is the configured one.
             self._reseeded = True
             trial.study.sampler = make_sampler(self.spec, seed_offset=trial.number)
-        params = self.suggest(trial)
-        overrides = [override(self.keys[key], decode(value)) for key, value in params.items()]
+        overrides = []
+        for key, d in self.spec.search_space.items():
+            if isinstance(d, CategoricalDistribution):
+                value = trial.suggest_categorical(key, d.choices)
+            elif isinstance(d, IntDistribution):
+                value = trial.suggest_int(key, d.low, d.high, step=d.step, log=d.log)
+            else:
+                value = trial.suggest_float(key, d.low, d.high, step=d.step, log=d.log)
+            overrides.append(override(self.keys[key], value))
         run_name = f"{self.study_name}_trial{trial.number:03d}"
         trial.set_user_attr("run_dir", str(Path(self.logs_dir, run_name).expanduser().resolve()))
         trial.set_user_attr("fit_args", [*self.fit_args, *overrides])
-        args = ["fit", *self.fit_args, *overrides, f"--logs_dir={self.logs_dir}", f"--run_name={run_name}"]
+        args = ["fit", *TRIAL_DEFAULTS, *self.fit_args, *overrides]
+        args += [f"--logs_dir={self.logs_dir}", f"--run_name={run_name}"]
         pruning = PyTorchLightningPruningCallback(trial, monitor=self.spec.metric)
         stderr = _Tee(sys.stderr)
-        old_stderr, sys.stderr = sys.stderr, stderr
         try:
-            cli = _TrialCLI(args, callbacks=[pruning])
+            with contextlib.redirect_stderr(stderr):
+                cli = _TrialCLI(args, callbacks=[pruning])
             pruning.check_pruned()  # DDP trials: the decision of rank 0 (a no-op in one process)
         except optuna.TrialPruned:
             raise
-        except (KeyboardInterrupt, TrainingInterrupted):
-            self._fail(trial, "interrupted (Ctrl-C)")
-            raise KeyboardInterrupt from None
-        except SystemExit as error:  # a sampled value the parser rejects, or Lightning's exit on Ctrl-C
-            if self.interrupted:
-                self._fail(trial, "interrupted (Ctrl-C)")
+        except (KeyboardInterrupt, SystemExit, Exception) as error:
+            # SystemExit: a sampled value the parser rejects, or Lightning's exit(1) after Ctrl-C
+            if self.interrupted or isinstance(error, (KeyboardInterrupt, TrainingInterrupted)):
+                trial.set_user_attr("error", "interrupted (Ctrl-C)")
                 raise KeyboardInterrupt from None
-            message = f"fit exited with code {error.code}: {_last_error_line(stderr.text)}"
-            raise TrialFailed(self._fail(trial, message)) from None
-        except Exception as error:
-            if self.interrupted:
-                self._fail(trial, "interrupted (Ctrl-C)")
-                raise KeyboardInterrupt from None
-            text = str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
-            raise TrialFailed(self._fail(trial, text)) from error
-        finally:
-            sys.stderr = old_stderr
+            if isinstance(error, SystemExit):
+                message = f"fit exited with code {error.code}: {stderr.last_error()}"
+            else:
+                message = (
+                    str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
+                )
+            trial.set_user_attr("error", message)
+            raise TrialFailed(message) from None
         value = cli.trainer.callback_metrics.get(self.spec.metric)
         if value is None:
-            logged = sorted(cli.trainer.callback_metrics)
-            raise TrialFailed(
-                self._fail(
-                    trial,
-                    f"objective.metric={self.spec.metric!r} was not logged by the run; logged: {logged}",
-                )
-            )
+            message = f"objective.metric={self.spec.metric!r} was not logged by the run; logged: "
+            trial.set_user_attr("error", message + str(sorted(cli.trainer.callback_metrics)))
+            raise TrialFailed(trial.user_attrs["error"])
         return float(value)
-
-    @staticmethod
-    def _fail(trial: Any, message: str) -> str:
-        trial.set_user_attr("error", message)
-        return message
-
-
-class TrialFailed(Exception):
-    """A trial failed (its error is in the trial's ``error`` user attribute); the sweep goes on."""
 
 
 # ------------------------------------------------------------------------------------------ storage
 
 
-def default_storage(logs_dir: str | Path, study_name: str) -> str:
-    """``sqlite:///<logs_dir>/<study>_sweep/optuna.db`` (absolute; the folder is created)."""
-    folder = results_dir(logs_dir, study_name)
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'optuna.db'}"
-
-
-def results_dir(logs_dir: str | Path, study_name: str) -> Path:
-    """The sweep's results folder ``<logs_dir>/<study>_sweep``."""
-    return Path(logs_dir).expanduser().resolve() / f"{study_name}_sweep"
-
-
 def _safe_url(url: str) -> str:
     """``url`` with its password hidden."""
-    try:
-        from sqlalchemy.engine import make_url
+    from sqlalchemy.engine import make_url
 
+    with contextlib.suppress(Exception):
         return str(make_url(url).render_as_string(hide_password=True))
-    except Exception:
-        return url.split("@")[-1]
-
-
-def _with_driver(url: str) -> str:
-    """``postgresql://...`` with the PostgreSQL driver that is installed (``psycopg2``, else ``psycopg``
-    3): SQLAlchemy's default for a plain ``postgresql://`` is psycopg2 in 2.0 and psycopg 3 in 2.1."""
-    import importlib.util
-
-    scheme, sep, rest = url.partition("://")
-    if scheme not in ("postgresql", "postgres") or not sep:
-        return url
-    for driver in ("psycopg2", "psycopg"):
-        if importlib.util.find_spec(driver) is not None:
-            return f"postgresql+{driver}://{rest}"
-    return url
+    return url.split("@")[-1]
 
 
 def open_storage(url: str) -> Any:
     """An Optuna ``RDBStorage`` on ``url``, with heartbeats so that trials of a killed worker are marked
     failed (after 2 minutes) and re-done; SQLite waits up to 60 s for a lock held by another worker.
+    A plain ``postgresql://`` uses ``psycopg2`` where it is installed (SQLAlchemy 2.1's default driver
+    for it is psycopg 3).
 
     Raises:
         ConfigError: the URL cannot be used (bad scheme, missing driver, server not reachable).
     """
+    import importlib.util
+
     import optuna
     import sqlalchemy.exc
 
-    url = _with_driver(url)
-    engine_kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        engine_kwargs = {"connect_args": {"timeout": 60}}
+    if url.startswith(("postgresql://", "postgres://")) and importlib.util.find_spec("psycopg2"):
+        url = "postgresql+psycopg2://" + url.partition("://")[2]
+    sqlite = url.startswith("sqlite")
     last: Exception | None = None
     for attempt in range(5):  # two workers creating the same new database can race on its tables
         try:
             return optuna.storages.RDBStorage(
-                url, engine_kwargs=engine_kwargs, heartbeat_interval=60, grace_period=120
+                url,
+                engine_kwargs={"connect_args": {"timeout": 60}} if sqlite else {},
+                heartbeat_interval=60,
+                grace_period=120,
             )
         except ImportError as error:
             raise ConfigError(
@@ -519,7 +401,7 @@ def open_storage(url: str) -> Any:
             # IntegrityError: another worker created the tables at the same moment; OperationalError:
             # the SQLite file is locked (a server that cannot be reached is not retried)
             last = error
-            if isinstance(error, sqlalchemy.exc.OperationalError) and not url.startswith("sqlite"):
+            if isinstance(error, sqlalchemy.exc.OperationalError) and not sqlite:
                 break
             time.sleep(0.5 * (attempt + 1))
     raise ConfigError(f"--storage={_safe_url(url)}: cannot open the database: {str(last).splitlines()[0]}")
@@ -528,91 +410,80 @@ def open_storage(url: str) -> Any:
 # ------------------------------------------------------------------------------------------ results
 
 
-def _short_names(keys: Sequence[str]) -> dict[str, str]:
-    """Last component of each key (``lr``), or the full key where two would clash."""
-    short = {key: key.rsplit(".", 1)[-1] for key in keys}
-    counts: dict[str, int] = {}
-    for name in short.values():
-        counts[name] = counts.get(name, 0) + 1
-    return {key: name if counts[name] == 1 else key for key, name in short.items()}
-
-
-def _format(value: Any) -> str:
-    value = decode(value)
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
 def progress_line(study: Any, trial: Any, n_trials: int, metric: str) -> str:
-    """One line for a finished trial: number, state, value, params, the best so far, trials done."""
+    """One line for a finished trial: number, state, value, params (by the last part of their key),
+    the best so far and how many trials of the study have finished."""
     from optuna.trial import TrialState
 
-    names = _short_names(list(trial.params))
-    params = ", ".join(f"{names[k]}={_format(v)}" for k, v in trial.params.items())
-    state = {"FAIL": "failed"}.get(trial.state.name, trial.state.name.lower())
+    def text(value: Any) -> str:
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+    params = ", ".join(f"{key.rsplit('.', 1)[-1]}={text(v)}" for key, v in trial.params.items())
     if trial.state == TrialState.COMPLETE:
         what = f"{metric}={trial.value:.4f}"
     elif trial.state == TrialState.PRUNED:
         step = trial.last_step
-        last = trial.intermediate_values.get(step) if step is not None else None
-        what = f"at epoch {step} ({metric}={_format(last)})"
+        what = f"at epoch {step} ({metric}={text(trial.intermediate_values.get(step))})"
     else:
         what = trial.user_attrs.get("error", "")
+    state = "failed" if trial.state == TrialState.FAIL else trial.state.name.lower()
     done = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)))
     try:
-        best = study.best_trial
-        best_text = f"best: trial {best.number} {metric}={best.value:.4f}"
+        best = f"best: trial {study.best_trial.number} {metric}={study.best_value:.4f}"
     except ValueError:
-        best_text = "best: none yet"
-    return f"trial {trial.number} {state}: {what}  [{params}]  {best_text}  ({done}/{n_trials} finished)"
+        best = "best: none yet"
+    return f"trial {trial.number} {state}: {what}  [{params}]  {best}  ({done}/{n_trials} finished)"
+
+
+def _replace(path: Path, write: Any) -> Path:
+    """Write ``path`` through ``write(temporary path)`` and a rename (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write(tmp)
+    tmp.replace(path)
+    return path
 
 
 def write_trials_csv(study: Any, path: Path) -> Path:
-    """Write every trial of ``study`` (number, state, value, params, epochs reported, duration,
-    run folder, error) to ``path`` (atomically: temporary file, then rename)."""
+    """Write every trial of ``study`` (number, state, value, params, epochs reported, duration, run
+    folder, error) to ``path``."""
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    keys: list[str] = []
-    for trial in trials:
-        keys += [k for k in trial.params if k not in keys]
+    keys = list(dict.fromkeys(key for trial in trials for key in trial.params))
+    rows = [
+        [
+            t.number,
+            t.state.name,
+            "" if t.value is None else t.value,
+            *[t.params.get(key, "") for key in keys],
+            len(t.intermediate_values),
+            "" if t.duration is None else f"{t.duration.total_seconds():.1f}",
+            t.user_attrs.get("run_dir", ""),
+            t.user_attrs.get("error", ""),
+        ]
+        for t in trials
+    ]
     header = ["number", "state", "value", *keys, "epochs", "duration_s", "run_dir", "error"]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        for t in trials:
-            duration = t.duration.total_seconds() if t.duration is not None else ""
-            writer.writerow(
-                [
-                    t.number,
-                    t.state.name,
-                    "" if t.value is None else t.value,
-                    *[decode(t.params.get(k, "")) for k in keys],
-                    len(t.intermediate_values),
-                    f"{duration:.1f}" if duration != "" else "",
-                    t.user_attrs.get("run_dir", ""),
-                    t.user_attrs.get("error", ""),
-                ]
-            )
-    tmp.replace(path)
-    return path
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as handle:
+            csv.writer(handle).writerows([header, *rows])
+
+    return _replace(path, write)
 
 
 def write_best_config(study: Any, path: Path) -> Path | None:
     """Write the best trial's resolved ``fit`` config to ``path``; ``None`` when no trial completed.
 
     The config is parsed from the trial's own ``fit`` options (its ``fit_args`` user attribute: the
-    sweep's fit options plus its sampled values), as ``fit`` would, so ``fit --config path`` re-runs it.
+    sweep's fit options plus its sampled values, not the sweep's :data:`TRIAL_DEFAULTS`), as ``fit``
+    would, so ``fit --config path`` re-runs it with fit's usual logger and progress bar.
     """
     try:
         best = study.best_trial
     except ValueError:
         return None
     config, parser = parse_fit_options(best.user_attrs["fit_args"])
-    text = parser.dump(config)
     header = f"# Best trial {best.number} of study {study.study_name!r}: {best.value}\n"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(header + text)
-    tmp.replace(path)
-    return path
+    return _replace(path, lambda tmp: tmp.write_text(header + parser.dump(config)))
 
 
 def write_plots(study: Any, folder: Path) -> list[Path]:
@@ -626,18 +497,13 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
     import optuna.visualization.matplotlib as vis
 
     written = []
-    plots: dict[str, Any] = {
-        "optimization_history": vis.plot_optimization_history,
-        "param_importances": vis.plot_param_importances,
-        "parallel_coordinate": vis.plot_parallel_coordinate,
-    }
-    for name, plot in plots.items():
-        path = folder / f"{name}.png"
+    for plot in (vis.plot_optimization_history, vis.plot_param_importances, vis.plot_parallel_coordinate):
+        path = folder / f"{plot.__name__.removeprefix('plot_')}.png"
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # ExperimentalWarning, empty-data warnings
-                axes = plot(study)
-                figure = axes.figure if hasattr(axes, "figure") else axes.flat[0].figure
+                plot(study)
+                figure = plt.gcf()
                 figure.set_size_inches(8, 6)
                 figure.tight_layout()
                 figure.savefig(path, dpi=100)
@@ -649,25 +515,13 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
     return written
 
 
-def write_results(study: Any, folder: Path) -> dict[str, Path]:
-    """``trials.csv``, ``best.yaml`` and the PNG plots in ``folder``; returns what was written."""
-    folder.mkdir(parents=True, exist_ok=True)
-    written = {"trials": write_trials_csv(study, folder / "trials.csv")}
-    best = write_best_config(study, folder / "best.yaml")
-    if best is not None:
-        written["best"] = best
-    for path in write_plots(study, folder):
-        written[path.stem] = path
-    return written
-
-
 # -------------------------------------------------------------------------------------- command line
 
 
 HELP_EPILOG = f"""
-The sweep YAML is the --config file that has a search_space (see configs/sweep/digits.yaml). Any
-other --config file and every other option is a fit option applied to every trial
-(`python -m {__package__} fit --help` lists them):
+--config FILE: the sweep YAML is the --config file that has a search_space (see configs/sweep/digits.yaml).
+Any other --config file and every other option is a fit option applied to every trial
+(`python -m {__package__} fit --help` lists them); trials log to CSV unless a logger is given:
 
   {PROG} --config configs/sweep/digits.yaml --trainer.max_epochs=10 --n_trials 20
 
@@ -677,188 +531,142 @@ share the work; re-run it to continue the study; --n_trials 0 only rewrites the 
 """
 
 
-def _options_parser() -> Any:
-    from jsonargparse import ArgumentParser, DefaultHelpFormatter
-
-    class RawEpilog(DefaultHelpFormatter):
-        """Keeps the line breaks of the description and epilog (as argparse's RawDescriptionHelpFormatter)."""
-
-        def _fill_text(self, text: str, width: int, indent: str) -> str:
-            return "".join(indent + line for line in text.splitlines(keepends=True))
-
-    parser = ArgumentParser(
+def _options_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
         prog=PROG,
+        usage=f"{PROG} --config SWEEP_YAML [options] [fit options]",
         description="Hyperparameter search with Optuna; each trial is an ordinary fit run.",
         epilog=HELP_EPILOG,
-        formatter_class=RawEpilog,
-    )
-    parser.add_argument(
-        "--config",
-        type=str | None,
-        default=None,
-        help="The sweep YAML (has a search_space). More --config files are fit configs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument(
         "--n_trials", type=int, default=20, help="Finished (complete or pruned) trials the study should have."
     )
+    parser.add_argument("--study_name", help="Study name (default: the sweep YAML's stem).")
     parser.add_argument(
-        "--study_name", type=str | None, default=None, help="Study name (default: the sweep YAML's stem)."
+        "--storage", help="Optuna storage URL (default: sqlite:///<logs_dir>/<study>_sweep/optuna.db)."
     )
-    parser.add_argument(
-        "--storage",
-        type=str | None,
-        default=None,
-        help="Optuna storage URL (default: sqlite:///<logs_dir>/<study>_sweep/optuna.db).",
-    )
-    parser.add_argument(
-        "--timeout", type=float | None, default=None, help="Stop starting trials after this many seconds."
-    )
+    parser.add_argument("--timeout", type=float, help="Stop starting trials after this many seconds.")
     return parser
 
 
-def split_args(args: Sequence[str]) -> tuple[list[str], Path | None, dict[str, Any], list[str]]:
-    """Split the command line into sweep options, the sweep YAML (path), its content, and fit options.
-
-    The sweep YAML is the ``--config`` file with a ``search_space`` key; other ``--config`` files stay
-    among the fit options, in their place (later configs and overrides win, as in ``fit``).
-    """
-    sweep: list[str] = []
+def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path | None, dict[str, Any], list[str]]:
+    """Split the command line into the sweep's options, the sweep YAML (path and content) and the fit
+    options. The sweep YAML is the ``--config`` file with a ``search_space`` key; other ``--config``
+    files stay among the fit options, in their place (later configs and overrides win, as in ``fit``)."""
+    parser = _options_parser()
+    options, rest = parser.parse_known_args(list(args))
+    if options.n_trials < 0 or (options.timeout is not None and options.timeout <= 0):
+        parser.error(f"--n_trials={options.n_trials} must be >= 0 and --timeout={options.timeout} > 0")
     fit: list[str] = []
-    spec_path: Path | None = None
-    spec_raw: dict[str, Any] = {}
-    tokens = list(args)
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        name, eq, value = token.partition("=")
-        takes_value = name in (*SWEEP_OPTIONS, "--config")
-        if takes_value and not eq:
-            if i + 1 >= len(tokens):
-                raise ConfigError(f"{name} needs a value")
-            value, i = tokens[i + 1], i + 1
-        i += 1
-        if name in SWEEP_OPTIONS:
-            sweep += [name, value]
-        elif name == "--config":
-            raw = yaml.safe_load(Path(value).read_text()) if Path(value).is_file() else None
-            if isinstance(raw, dict) and "search_space" in raw:
-                if spec_path is not None:
-                    raise ConfigError(f"two sweep configs: {spec_path} and {value}; pass one")
-                spec_path, spec_raw = Path(value), raw
-            else:
-                fit += ["--config", value]  # fit reports a missing file itself
-        else:
+    spec_path, spec_raw = None, {}
+    tokens = iter(rest)
+    for token in tokens:
+        if token.split("=")[0] != "--config":
             fit.append(token)
-    return sweep, spec_path, spec_raw, fit
+            continue
+        value = token.partition("=")[2] or next(tokens, "")
+        raw = yaml.safe_load(Path(value).read_text()) if Path(value).is_file() else None
+        if not (isinstance(raw, dict) and "search_space" in raw):
+            fit += ["--config", value]  # fit reports a missing file itself
+        elif spec_path is not None:
+            raise ConfigError(f"two sweep configs: {spec_path} and {value}; pass one")
+        else:
+            spec_path, spec_raw = Path(value), raw
+    return options, spec_path, spec_raw, fit
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project sweep ARGS`` (see the module docstring).
+    """Run ``python -m project sweep ARGS`` (see the module docstring): create or load the study, run
+    trials until it has ``--n_trials`` finished (complete or pruned) ones or ``--timeout`` passed, and
+    write the results.
 
     Bad input (sweep YAML, fit options, storage URL) stops before any trial with one ``error:`` line
     and exit code 2. Ctrl-C stops after the current training batch, keeps the finished trials, writes
     the results and exits with 130.
     """
-    _quiet_warnings()
-    parser = _options_parser()
-    if any(arg in ("-h", "--help") for arg in args):
-        parser.parse_args(["--help"])
-    sweep_args, spec_path, spec_raw, fit_args = split_args(args)
-    options = parser.parse_args(sweep_args)
+    import optuna
+    from optuna.study import MaxTrialsCallback
+    from optuna.trial import TrialState
+
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within")
+    warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
+    options, spec_path, spec_raw, fit_args = split_args(args)
     if spec_path is None:
         raise ConfigError(
             "no sweep config: pass --config with a YAML that has a search_space (configs/sweep/)"
         )
-    if options.n_trials < 0 or (options.timeout is not None and options.timeout <= 0):
-        parser.error(f"--n_trials={options.n_trials} must be >= 0 and --timeout={options.timeout} > 0")
     spec = load_sweep_spec(spec_path, spec_raw)
     config, _ = parse_fit_options(fit_args)
     if config.get("run_name"):
         raise ConfigError("--run_name: the sweep names each trial's run folder itself (<study>_trial<NNN>)")
-    keys = {}
-    for key in spec.search_space:
-        full = resolve_key(config, key)
+    keys = {key: resolve_key(config, key) for key in spec.search_space}
+    for key, full in keys.items():
         if full is None:
             raise ConfigError(
                 f"{spec.path}: search_space key {key!r} is not a fit option of this config "
                 f"(see `python -m {__package__} fit --print_config` for the keys)"
             )
-        keys[key] = full
     study_name = options.study_name or spec.path.stem
     logs_dir = str(config.logs_dir)
-    storage_url = options.storage or default_storage(logs_dir, study_name)
-    run_sweep(spec, fit_args, keys, logs_dir, study_name, storage_url, options.n_trials, options.timeout)
-
-
-def run_sweep(
-    spec: SweepSpec,
-    fit_args: list[str],
-    keys: dict[str, str],
-    logs_dir: str,
-    study_name: str,
-    storage_url: str,
-    n_trials: int,
-    timeout: float | None,
-) -> Any:
-    """Create or load the study, run trials until it has ``n_trials`` finished ones (or ``timeout``
-    seconds passed), write the results; returns the study."""
-    import optuna
-    from optuna.study import MaxTrialsCallback
-    from optuna.trial import TrialState
+    folder = Path(logs_dir).expanduser().resolve() / f"{study_name}_sweep"  # results (and SQLite)
+    folder.mkdir(parents=True, exist_ok=True)
+    url = options.storage or f"sqlite:///{folder / 'optuna.db'}"
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # one progress line of ours per trial instead
-    storage = open_storage(storage_url)
+    for name in ("lightning.pytorch", "lightning.fabric"):  # no "GPU available", "Seed set" per trial
+        logging.getLogger(name).setLevel(logging.WARNING)
     study = optuna.create_study(
         study_name=study_name,
-        storage=storage,
+        storage=open_storage(url),
         sampler=make_sampler(spec),
-        pruner=make_pruner(spec),
-        direction=cast(Literal["minimize", "maximize"], spec.direction),
+        pruner=_optuna_object(spec, "pruner"),
+        direction=spec.direction,  # type: ignore[arg-type]
         load_if_exists=True,
     )
     if study.direction.name.lower() != spec.direction:
         raise ConfigError(
-            f"study {study_name!r} in {_safe_url(storage_url)} was created to "
-            f"{study.direction.name.lower()}, "
+            f"study {study_name!r} in {_safe_url(url)} was created to {study.direction.name.lower()}, "
             f"but {spec.path} says objective.direction={spec.direction}; use another --study_name"
         )
     for params in spec.enqueue_trials:
         study.enqueue_trial(params, skip_if_exists=True)
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
     done = len(study.get_trials(deepcopy=False, states=finished))
-    remaining = max(0, n_trials - done)
-    folder = results_dir(logs_dir, study_name)
     print(
-        f"Study {study_name!r} ({_safe_url(storage_url)}): {done} finished trial(s), running up to "
-        f"{remaining} more; results in {folder}",
+        f"Study {study_name!r} ({_safe_url(url)}): {done} finished trial(s), running up to "
+        f"{max(0, options.n_trials - done)} more; results in {folder}",
         flush=True,
     )
-    objective = Objective(spec, fit_args, keys, logs_dir, study_name)
-
+    objective = Objective(spec, fit_args, keys, logs_dir, study_name)  # type: ignore[arg-type]
     failures: list[str] = []  # this process's failed trials in a row
 
     def report(study: Any, trial: Any) -> None:
-        print(progress_line(study, trial, n_trials, spec.metric), flush=True)
-        write_trials_csv(study, _ensure(folder) / "trials.csv")
+        print(progress_line(study, trial, options.n_trials, spec.metric), flush=True)
+        write_trials_csv(study, folder / "trials.csv")
         failures[:] = [*failures, trial.user_attrs.get("error", "")] if trial.state == TrialState.FAIL else []
         if len(failures) >= MAX_FAILURES_IN_A_ROW:
             study.stop()
 
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
+    def on_sigint(signum: int, frame: Any) -> None:
         objective.interrupted = True
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     interrupted = False
     try:
-        if remaining:
+        if options.n_trials > done:
             study.optimize(
                 objective,
-                timeout=timeout,
+                timeout=options.timeout,
                 catch=(Exception,),
                 # Stop when the study (all workers) has n_trials finished or running trials; failed
                 # trials do not count (they are re-done), but MAX_FAILURES_IN_A_ROW of them stop.
-                callbacks=[report, MaxTrialsCallback(n_trials, states=(*finished, TrialState.RUNNING))],
+                callbacks=[
+                    report,
+                    MaxTrialsCallback(options.n_trials, states=(*finished, TrialState.RUNNING)),
+                ],
             )
     except KeyboardInterrupt:
         interrupted = True
@@ -870,30 +678,25 @@ def run_sweep(
                     study.tell(trial.number, state=TrialState.FAIL)
     finally:
         signal.signal(signal.SIGINT, previous)
-    written = write_results(study, folder)
+
+    written = [write_trials_csv(study, folder / "trials.csv"), write_best_config(study, folder / "best.yaml")]
+    written += write_plots(study, folder)
     done = len(study.get_trials(deepcopy=False, states=finished))
     print(f"{done} finished trial(s) in study {study_name!r}; results:")
-    for path in written.values():
-        print(f"  {path}")
+    print("\n".join(f"  {path}" for path in written if path is not None))
     if len(failures) >= MAX_FAILURES_IN_A_ROW:
         raise ProjectError(
             f"{len(failures)} trials in a row failed, so the sweep stopped; the last error: {failures[-1]}"
         )
     if interrupted:
         raise SweepInterrupted(
-            f"sweep interrupted by Ctrl-C; {done} finished trial(s) are kept in {_safe_url(storage_url)}. "
+            f"sweep interrupted by Ctrl-C; {done} finished trial(s) are kept in {_safe_url(url)}. "
             "Re-run the same command to continue the study."
         )
-    if "best" in written:
+    if written[1] is not None:
         best = study.best_trial
         print(f"Best: trial {best.number} {spec.metric}={best.value:.4f} ({best.user_attrs.get('run_dir')})")
-        print(f"Re-run it: python -m {__package__} fit --config {written['best']}")
-    return study
-
-
-def _ensure(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+        print(f"Re-run it: python -m {__package__} fit --config {written[1]}")
 
 
 class SweepInterrupted(ProjectError):

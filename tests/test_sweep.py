@@ -117,6 +117,23 @@ def test_shipped_sweep_configs_are_valid_for_their_experiment(workdir: Path) -> 
         assert spec.enqueue_trials, "the digits sweep starts from the default config"
 
 
+def test_a_list_choice_reaches_fit_as_the_list(workdir: Path) -> None:
+    """Optuna stores plain choices only: a list is kept as its JSON text, which fit reads back as the list."""
+    from project.sweep import load_sweep_spec, override, parse_fit_options
+
+    channels = "model.backbone.init_args.channels"
+    config = write_sweep(
+        workdir / "lists.yaml",
+        search_space={channels: {"type": "categorical", "choices": [[16, 32], [32, 64, 128]]}},
+        enqueue_trials=[{channels: [16, 32]}],
+    )
+    spec = load_sweep_spec(config)
+    assert spec.search_space[channels].choices == ("[16, 32]", "[32, 64, 128]")
+    assert spec.enqueue_trials == [{channels: "[16, 32]"}]
+    parsed, _ = parse_fit_options([override(channels, spec.search_space[channels].choices[1])])
+    assert parsed.model.init_args.backbone.init_args.channels == [32, 64, 128]
+
+
 # ------------------------------------------------------------------------- pruning and failed trials
 def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_runs(
     workdir: Path, run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
@@ -147,6 +164,7 @@ def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_ru
     pruned_epochs = [row["epoch"] for row in read_metrics(pruned / "metrics.csv") if "val/acc" in row]
     assert len(pruned_epochs) == int(trials[2]["epochs"]) < 3, "stopped before its last epoch"
     assert float(trials[0]["value"]) > 0.3
+    assert not (good / "wandb").exists(), "trials log to CSV unless a logger is given"
     # a trial's folder is an ordinary run: `test --ckpt_path` works on it
     cli = run_cli("test", "--ckpt_path", str(good / "checkpoints" / "best.ckpt"))
     assert cli.trainer.callback_metrics["test/acc"] > 0.2
