@@ -363,7 +363,8 @@ def _safe_url(url: str) -> str:
 
 def open_storage(url: str) -> Any:
     """An Optuna ``RDBStorage`` on ``url``, with heartbeats so that trials of a killed worker are marked
-    failed (after 2 minutes) and re-done; SQLite waits up to 60 s for a lock held by another worker.
+    failed (after 2 minutes) and replaced by a new trial; SQLite waits up to 60 s for a lock held by
+    another worker.
     A plain ``postgresql://`` uses ``psycopg2`` where it is installed (SQLAlchemy 2.1's default driver
     for it is psycopg 3).
 
@@ -662,7 +663,7 @@ def main(args: list[str]) -> None:
                 timeout=options.timeout,
                 catch=(Exception,),
                 # Stop when the study (all workers) has n_trials finished or running trials; failed
-                # trials do not count (they are re-done), but MAX_FAILURES_IN_A_ROW of them stop.
+                # trials do not count (new trials replace them), but MAX_FAILURES_IN_A_ROW of them stop.
                 callbacks=[
                     report,
                     MaxTrialsCallback(options.n_trials, states=(*finished, TrialState.RUNNING)),
