@@ -160,6 +160,7 @@ def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI)
     assert all(value > 0 for _, _, value in metric_rows(first.run_dir, "train/acc"))
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_wandb_id(tmp_path: Path) -> None:
     env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     fast = [*FAST, "--trainer.max_epochs=1"]

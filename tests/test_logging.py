@@ -51,6 +51,7 @@ class ConnectionCounter:
         self.server.close()
 
 
+@pytest.mark.slow
 def test_default_wandb_run_is_offline_makes_no_network_call_and_never_saves_the_key(tmp_path: Path) -> None:
     """W&B's server URL and the HTTP(S) proxies point at a local socket that counts connections (an
     online run does connect to it: checked by hand with --trainer.logger.offline=false)."""

@@ -135,6 +135,7 @@ def test_a_list_choice_reaches_fit_as_the_list(workdir: Path) -> None:
 
 
 # ------------------------------------------------------------------------- pruning and failed trials
+@pytest.mark.slow
 def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_runs(
     workdir: Path, run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -290,6 +291,7 @@ def postgres_url() -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_postgresql_storage_holds_the_study(workdir: Path, postgres_url: str) -> None:
     import optuna
 
@@ -306,6 +308,7 @@ def test_postgresql_storage_holds_the_study(workdir: Path, postgres_url: str) ->
     assert not list((workdir / "logs").rglob("*.db")), "no SQLite file when --storage is given"
 
 
+@pytest.mark.slow
 def test_a_worker_stops_after_five_failed_trials_in_a_row(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

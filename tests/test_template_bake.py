@@ -272,7 +272,15 @@ def test_the_wording_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in contradictions(tmp_path, answers)] == ["1"]
 
 
-@pytest.mark.parametrize("name", list(COMBINATIONS))
+#: The combination whose lint-start-fit check is in the fast suite (``make test``); the others are
+#: marked slow (``make test-all``, CI), which keeps ``make test`` within 5 minutes on 2 cores.
+FAST_COMBINATION = "wandb-full-bsd-longname-git"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [n if n == FAST_COMBINATION else pytest.param(n, marks=pytest.mark.slow) for n in COMBINATIONS],
+)
 def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path], tmp_path: Path) -> None:
     """ruff passes as generated; from an empty directory ``python -m <package> --help`` works and one
     short ``fit`` writes a run folder with its metrics and checkpoints, with the chosen logger."""
