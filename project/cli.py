@@ -220,8 +220,10 @@ class ProjectCLI(LightningCLI):
         ``--weights_only``) and take the model (and data) class and arguments from it."""
         self.checkpoint: dict[str, Any] | None = None
         argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
-        for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; the
-            if " [options] " in subparser.prog:  # error tip shows it: "run: python -m project fit --help"
+        # jsonargparse names a subcommand's parser "<main usage> [options] fit", and the tip printed
+        # with an error shows that name: make it the real command
+        for subparser in self.parsers:
+            if " [options] " in subparser.prog:
                 subparser.prog = f"python -m {__package__} {subparser.prog.rsplit(' ', 1)[-1]}"
         check_linked_not_set(parser, argv)  # before parsing: jsonargparse's own message is obscure
         super().parse_arguments(parser, args)

@@ -1,4 +1,5 @@
-"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary ``fit`` run.
+"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary
+``fit`` run.
 
 ```
 python -m project sweep --config configs/sweep/digits.yaml [--n_trials 20] [fit options ...]
@@ -579,9 +580,9 @@ def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path | None, di
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project sweep ARGS`` (see the module docstring): create or load the study, run
-    trials until it has ``--n_trials`` finished (complete or pruned) ones or ``--timeout`` passed, and
-    write the results.
+    """Run ``python -m project sweep ARGS`` (see the module docstring): create or load the
+    study, run trials until it has ``--n_trials`` finished (complete or pruned) ones or ``--timeout``
+    passed, and write the results.
 
     Bad input (sweep YAML, fit options, storage URL) stops before any trial with one ``error:`` line
     and exit code 2. Ctrl-C stops after the current training batch, keeps the finished trials, writes
