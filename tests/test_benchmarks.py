@@ -28,6 +28,7 @@ def parity() -> ModuleType:
     return _load("parity")
 
 
+@pytest.mark.slow
 def test_parity_tiny_run_gives_equal_losses(parity: ModuleType, workdir: Path) -> None:
     summary = parity.main(
         ["--workload", "digits", "--epochs", "1", "--repeats", "1", "--no-ablation", "--no-warmup"]
@@ -39,6 +40,7 @@ def test_parity_tiny_run_gives_equal_losses(parity: ModuleType, workdir: Path) -
     assert summary["checkpoint_seconds_per_epoch"] > 0  # checkpoint writing was timed on its own
 
 
+@pytest.mark.slow
 def test_parity_breakdown_times_each_callback_and_the_logging(parity: ModuleType, workdir: Path) -> None:
     summary = parity.main(
         ["--workload", "digits", "--epochs", "2", "--repeats", "1", "--no-ablation", "--no-warmup"]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, run_dirs, run_module
 
 from project.cli import ProjectCLI
@@ -61,6 +62,7 @@ def apply_guide(repo: Path) -> list[str]:
     return touched
 
 
+@pytest.mark.slow
 def test_the_guide_adds_a_task_that_trains(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
     touched = apply_guide(repo)

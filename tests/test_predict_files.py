@@ -37,6 +37,7 @@ def _write_digit_pngs(folder: Path, count: int = 20) -> list[int]:
     return [int(label) for label in digits.target[:count]]
 
 
+@pytest.mark.slow
 def test_predict_on_a_folder_of_pngs_names_each_file_and_classifies_them(
     run_cli: RunCLI, workdir: Path
 ) -> None:

@@ -34,6 +34,7 @@ def not_in_git(monkeypatch: pytest.MonkeyPatch, workdir: Path) -> Path:
     return workdir
 
 
+@pytest.mark.slow
 def test_fit_in_a_git_repo_records_commit_dirty_flag_and_diff(
     not_in_git: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,6 +61,7 @@ def test_a_disabled_check_lets_training_run(run_cli: RunCLI) -> None:
     assert len(CHECKS) == 7
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
     result = run_module(
         [

@@ -53,6 +53,7 @@ def test_gradient_clipping_bounds_the_norm_the_optimizer_sees(run_cli: RunCLI) -
     assert max(RecordingSGD.seen_norms) <= 0.05 * (1 + 1e-4)
 
 
+@pytest.mark.slow
 def test_accumulating_k_batches_of_b_equals_one_batch_of_k_times_b(run_cli: RunCLI) -> None:
     no_batch_dependence = [
         "--model.backbone.batch_norm=false",
@@ -82,6 +83,7 @@ def test_accumulating_k_batches_of_b_equals_one_batch_of_k_times_b(run_cli: RunC
     assert any(not torch.allclose(a[k], c[k]) for k in a), "control run should differ"
 
 
+@pytest.mark.slow
 def test_same_seed_same_weights_other_seed_other_weights(run_cli: RunCLI) -> None:
     first = weights(run_cli("fit", "--seed_everything=3", "--trainer.max_epochs=2"))
     second = weights(run_cli("fit", "--seed_everything=3", "--trainer.max_epochs=2"))
@@ -90,6 +92,7 @@ def test_same_seed_same_weights_other_seed_other_weights(run_cli: RunCLI) -> Non
     assert any(not torch.equal(first[k], other[k]) for k in first)
 
 
+@pytest.mark.slow
 def test_dataloader_workers_get_distinct_seeds_that_repeat_across_runs(run_cli: RunCLI) -> None:
     Recorder.runs.clear()
     args = [
@@ -111,6 +114,7 @@ def test_dataloader_workers_get_distinct_seeds_that_repeat_across_runs(run_cli: 
         assert torch.equal(a, b), "the same seed must reproduce each worker's augmentations"
 
 
+@pytest.mark.slow
 def test_bf16_mixed_trains_on_cpu(run_cli: RunCLI) -> None:
     Recorder.runs.clear()
     cli = run_cli("fit", "--trainer.precision=bf16-mixed", "--trainer.limit_train_batches=4", *RECORD)
