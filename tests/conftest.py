@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from project.cli import ProjectCLI
+from project.cli import ProjectCLI, main
 from project.runs import RUN_DIR_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +110,12 @@ def rerun_suggestion(out: str) -> ProjectCLI:
     words = shlex.split(line.removeprefix("Use it: "))
     assert words[:4] == ["python", "-m", "project", "fit"], line
     return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], run=True)
+
+
+def quantized_export_line(ckpt: Path, output: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``export --format=torchscript --quantize=dynamic`` on ``ckpt`` and return the ``Test ...``
+    line it prints (fp32 vs int8 on the test split)."""
+    capsys.readouterr()
+    options = ["--format=torchscript", "--quantize=dynamic", f"--output={output}"]
+    main(["export", f"--ckpt_path={ckpt}", *options])
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import CONFIGS, FAST, RunCLI, fit_with_batch_size_1, rerun_suggestion
+from conftest import CONFIGS, FAST, RunCLI, fit_with_batch_size_1, quantized_export_line, rerun_suggestion
 from sklearn.datasets import load_diabetes
 
 from project import tuning
@@ -45,16 +45,7 @@ def test_regressor_export_names_and_quantization_check_fit_the_task(
     graph = onnx.load(str(tmp_path / "model.onnx")).graph
     assert [graph.input[0].name, graph.output[0].name] == ["features", "predictions"]
     assert "batch 64:" in capsys.readouterr().out  # 88 test rows: 64 checked at once, then 1
-    main(
-        [
-            "export",
-            f"--ckpt_path={ckpt}",
-            "--format=torchscript",
-            "--quantize=dynamic",
-            f"--output={tmp_path / 'q.pt'}",
-        ]
-    )
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    line = quantized_export_line(ckpt, tmp_path / "q.pt", capsys)
     fp32 = float(re.search(r"Test MAE: fp32 ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
     # MAE in the target's units (disease progression 25..346): an untrained-ish model is tens off
     assert 10 < fp32 < 200, line

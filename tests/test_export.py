@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, RunCLI, fit_with_batch_size_1, run_module
+from conftest import FAST, RunCLI, fit_with_batch_size_1, quantized_export_line, run_module
 
 from project import export
 from project.cli import ProjectCLI, main
@@ -79,16 +79,7 @@ def test_quantized_export_prints_the_test_accuracy_of_the_checkpoint(
     trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ckpt = trained_run / "checkpoints" / "best.ckpt"
-    main(
-        [
-            "export",
-            f"--ckpt_path={ckpt}",
-            "--format=torchscript",
-            "--quantize=dynamic",
-            f"--output={tmp_path / 'q.pt'}",
-        ]
-    )
-    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    line = quantized_export_line(ckpt, tmp_path / "q.pt", capsys)
     match = re.fullmatch(r"Test accuracy: fp32 ([0-9.]+), int8 ([0-9.]+) \(delta [+-][0-9.]+\)", line)
     assert match, line
     # the same fp32 number computed here from the checkpoint's predictions on the whole test split
