@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,8 @@ import yaml
 from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint, ModelSummary, ProgressBar, RichModelSummary
-from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 # Imported so that their DataModules and LightningModules are known subclasses: short class names such
@@ -34,10 +34,10 @@ from .callbacks import (
     ExactResume,
     GracefulInterruption,
     HealthCheck,
-    LineProgressBar,
     MemoryMonitor,
     TrainingMonitor,
     WarmupCosineSchedule,
+    default_extra_callbacks,
 )
 from .checkpointing import AtomicCheckpointIO, LastCheckpoint, check_state_dict_fits, load_checkpoint
 from .checks import (
@@ -50,11 +50,13 @@ from .checks import (
     warn_logger_switch,
 )
 from .errors import CheckpointError, ConfigError, ProjectError
-from .progress import stdout_is_terminal
+from .loading import saved_classes
 from .provenance import Provenance
 from .runs import (
+    SaveConfigToLoggers,
     add_run_folder_arguments,
     create_run_dir,
+    finish_wandb_run,
     keep_metrics_csv,
     resolve_checkpoint,
     run_dir_of,
@@ -69,66 +71,15 @@ DEFAULT_CONFIG_FILES = [
 #: Keys of a fit's config that belong to that run alone; its ``config.yaml`` saves them as null so
 #: that re-running it (``fit --config logs/A/config.yaml``) starts a new run instead of writing into A.
 RUN_KEYS = ("run_name", "ckpt_path")
-#: Depth of the model summary printed at fit start (3 reaches the layers inside the backbone).
-MODEL_SUMMARY_DEPTH = 3
 
 
-class SaveConfigToLoggers(SaveConfigCallback):
-    """Save ``config.yaml`` in the run folder and record the resolved config in W&B's run config.
-
-    A continued run (``fit --ckpt_path`` into its own folder) keeps the first ``config.yaml`` and saves
-    its own as ``config.resume-<n>.yaml``.
-    """
-
-    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
-        self.folder = folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
-        index = 1
-        while trainer.is_global_zero and not self.already_saved and (folder / self.config_filename).exists():
-            self.config_filename = f"config.resume-{index}.yaml"
-            index += 1
-        self.config_filename = trainer.strategy.broadcast(self.config_filename)  # rank 0's choice
-        super().setup(trainer, pl_module, stage)
-
-    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Log the saved config to every ``WandbLogger`` of the trainer (read back from the file).
-
-        Runs on rank 0 only, so it must not ask ``trainer.log_dir`` (a broadcast: the other ranks would
-        never answer and DDP would hang); it uses the folder :meth:`setup` found.
-        """
-        saved = self.folder / self.config_filename
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger) and saved.is_file():
-                config = yaml.safe_load(saved.read_text())
-                logger.experiment.config.update({"config": config}, allow_val_change=True)
-
-
-def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
-    """The progress display and model summary this project adds unless the config chose its own: on
-    a terminal Lightning's bar and ``RichModelSummary``; otherwise plain lines
-    (:class:`~project.callbacks.LineProgressBar`) and the plain ``ModelSummary``, depth 3."""
-    extra: list[Callback] = []
-    terminal = stdout_is_terminal()
-    progress = trainer_config.get("enable_progress_bar") is not False and not terminal
-    if progress and not any(isinstance(cb, ProgressBar) for cb in callbacks):
-        extra.append(LineProgressBar())
-    summary = trainer_config.get("enable_model_summary") is not False
-    if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
-        extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=MODEL_SUMMARY_DEPTH))
-    return extra
-
-
-def _data_attribute(name: str) -> Any:
-    def compute(datamodule: LightningDataModule) -> Any:
-        return getattr(datamodule, name, None)
-
-    compute.__name__ = f"datamodule_{name}"
-    return compute
-
-
-def _channels(datamodule: LightningDataModule) -> int | None:
-    dims = getattr(datamodule, "dims", None)
-    return int(dims[0]) if dims else None
+#: Model arguments set from the DataModule once it is built (``link_arguments(apply_on="instantiate")``):
+#: target -> how the value is read from the DataModule (``None`` when it has no such attribute).
+DATA_LINKS: dict[str, Callable[[LightningDataModule], Any]] = {
+    "num_classes": lambda dm: getattr(dm, "num_classes", None),
+    "in_features": lambda dm: getattr(dm, "num_features", None),
+    "in_channels": lambda dm: int(dims[0]) if (dims := getattr(dm, "dims", None)) else None,
+}
 
 
 class ProjectCLI(LightningCLI):
@@ -200,12 +151,8 @@ class ProjectCLI(LightningCLI):
         parser.add_lightning_class_args(TrainingMonitor, "training_monitor")
         parser.add_lightning_class_args(HealthCheck, "health")
         parser.add_lightning_class_args(GracefulInterruption, "interruption")
-        for source, target in (
-            (_data_attribute("num_classes"), "model.init_args.num_classes"),
-            (_data_attribute("num_features"), "model.init_args.in_features"),
-            (_channels, "model.init_args.in_channels"),
-        ):
-            parser.link_arguments("data", target, compute_fn=source, apply_on="instantiate")
+        for target, compute_fn in DATA_LINKS.items():
+            parser.link_arguments("data", f"model.init_args.{target}", compute_fn, apply_on="instantiate")
         parser.link_arguments(
             "model.init_args.best_metric", "checkpoint.monitor", compute_fn=lambda m: f"val/{m}"
         )
@@ -216,8 +163,8 @@ class ProjectCLI(LightningCLI):
         return self.config[subcommand] if subcommand else self.config
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
-        """Parse; then resolve ``--ckpt_path`` (alias or file), load the checkpoint once (honouring
-        ``--weights_only``) and take the model (and data) class and arguments from it."""
+        """Parse and check the config; then resolve ``--ckpt_path`` (alias or file), load the checkpoint
+        once (honouring ``--weights_only``) and take the model (and data) class and arguments from it."""
         self.checkpoint: dict[str, Any] | None = None
         argv = [str(arg) for arg in (args if isinstance(args, list) else sys.argv[1:])]
         # jsonargparse names a subcommand's parser "<main usage> [options] fit", and the tip printed
@@ -231,29 +178,24 @@ class ProjectCLI(LightningCLI):
         check_sync_batchnorm(parser, config.trainer)
         check_wandb_log_model(parser, config.trainer.logger)
         warn_carried_over(config, argv, _default_config())
-        if config.get("ckpt_path") is None:
+        self.ckpt_path = config.get("ckpt_path")
+        if self.ckpt_path is None:
             return
         try:
-            config.ckpt_path = str(resolve_checkpoint(config.ckpt_path, config.logs_dir))
-            self.checkpoint = load_checkpoint(config.ckpt_path, weights_only=config.get("weights_only"))
+            self.ckpt_path = str(resolve_checkpoint(self.ckpt_path, config.logs_dir))
+            self.checkpoint = load_checkpoint(self.ckpt_path, weights_only=config.get("weights_only"))
         except (FileNotFoundError, CheckpointError) as error:
             parser.error(str(error))
-        print(f"--ckpt_path: {config.ckpt_path}")
-        subcommand = self.config.subcommand
-        model = _saved_init(
-            self.checkpoint.get("hyper_parameters"), skip=("num_classes", "in_features", "in_channels")
-        )
-        updates = {"model": model} if model else {}
-        datamodule = _saved_init(self.checkpoint.get("datamodule_hyper_parameters"))
+        print(f"--ckpt_path: {self.ckpt_path}")
+        saved = saved_classes(self.checkpoint, skip=tuple(DATA_LINKS))
         default_data = class_of(_default_config()["data"]["class_path"])
-        if datamodule and class_of(config.data.class_path) is default_data:
-            updates["data"] = datamodule  # the checkpoint's data, unless the config chose a data class
-        if updates:
-            self.config = parser.parse_object({subcommand: updates}, self.config)
-
-    def _parse_ckpt_path(self) -> None:
-        """Done in :meth:`parse_arguments` (one load of the checkpoint, honouring ``--weights_only``,
-        and link targets left to their links). Overrides a private LightningCLI method; a test pins it."""
+        if "data" in saved and class_of(config.data.class_path) is not default_data:
+            del saved["data"]  # the config chose a data class: keep it
+        if saved:
+            self.config = parser.parse_object({self.config.subcommand: saved}, self.config)
+        # Set back in before_instantiate_classes: LightningCLI would read the checkpoint a second time
+        # (ignoring --weights_only and the links) if it saw the path now.
+        self._config().ckpt_path = None
 
     def before_instantiate_classes(self) -> None:
         """Choose this run's folder and point the trainer, loggers and checkpoints at it.
@@ -262,6 +204,8 @@ class ProjectCLI(LightningCLI):
         W&B id; anything else gets a new folder (:func:`~project.runs.create_run_dir`).
         """
         config = self._config()
+        if self.ckpt_path is not None:
+            config.ckpt_path = self.ckpt_path
         self._user_logger = config.trainer.logger
         continued = run_dir_of(config.ckpt_path) if config.get("ckpt_path") else None
         if self.subcommand == "fit" and continued is not None and not config.run_name:
@@ -335,16 +279,8 @@ class ProjectCLI(LightningCLI):
         self.trainer.callbacks.append(Provenance())  # type: ignore[attr-defined]
 
     def finish_wandb(self) -> None:
-        """Close this run's W&B run (the next run in this process starts its own) and, for an offline
-        run, say how to upload it."""
-        wandb = sys.modules.get("wandb")
-        run = getattr(wandb, "run", None)
-        if run is None:
-            return
-        offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
-        run.finish()
-        if offline and sync_dir and self.trainer.is_global_zero:
-            print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
+        """Close this run's W&B run (see :func:`~project.runs.finish_wandb_run`)."""
+        finish_wandb_run(self.trainer.is_global_zero)
 
     after_validate = after_test = after_predict = finish_wandb
 
@@ -362,18 +298,6 @@ class ProjectCLI(LightningCLI):
 def _default_config() -> dict[str, Any]:
     """``configs/default.yaml`` as a dict."""
     return dict(yaml.safe_load(Path(DEFAULT_CONFIG_FILES[0]).read_text()))
-
-
-def _saved_init(hparams: dict[str, Any] | None, skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A ``{class_path, init_args}`` config from a checkpoint's saved ``hyper_parameters`` (as
-    LightningCLI saves them: ``_class_path`` plus the arguments), without the keys in ``skip`` (link
-    targets)."""
-    saved = dict(hparams or {})
-    saved.pop("_instantiator", None)
-    class_path = saved.pop("_class_path", None)
-    if class_path is None:
-        return {}
-    return {"class_path": class_path, "init_args": {k: v for k, v in saved.items() if k not in skip}}
 
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).

@@ -30,6 +30,20 @@ def run_config_of(ckpt_path: Path) -> Path:
     return run_dir / "config.yaml"
 
 
+def saved_classes(checkpoint: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``model`` and ``data`` configs (``{class_path, init_args}``) that LightningCLI saved in a
+    checkpoint's ``hyper_parameters`` and ``datamodule_hyper_parameters`` (``_class_path`` plus the
+    arguments), without the model arguments in ``skip`` (the CLI's link targets). A part the checkpoint
+    has no class for (e.g. written by plain Lightning) is absent."""
+    configs = {}
+    for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
+        saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
+        if class_path := saved.pop("_class_path", None):
+            init_args = {k: v for k, v in saved.items() if name == "data" or k not in skip}
+            configs[name] = {"class_path": class_path, "init_args": init_args}
+    return configs
+
+
 def load_model(ckpt_path: str | Path) -> LightningModule:
     """Build the model saved in a LightningCLI checkpoint, in eval mode on the CPU.
 

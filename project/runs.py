@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import csv
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
 from jsonargparse import Namespace
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
 from .checks import class_of
@@ -225,3 +229,46 @@ def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
 def _number(text: str) -> float:
     """A CSV cell as Lightning wrote it: ``3`` stays an int (the epoch column), ``0.25`` a float."""
     return int(text) if text.lstrip("-").isdigit() else float(text)
+
+
+class SaveConfigToLoggers(SaveConfigCallback):
+    """Save ``config.yaml`` in the run folder and record the resolved config in W&B's run config.
+
+    A continued run (``fit --ckpt_path`` into its own folder) keeps the first ``config.yaml`` and saves
+    its own as ``config.resume-<n>.yaml``.
+    """
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
+        self.folder = folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
+        index = 1
+        while trainer.is_global_zero and not self.already_saved and (folder / self.config_filename).exists():
+            self.config_filename = f"config.resume-{index}.yaml"
+            index += 1
+        self.config_filename = trainer.strategy.broadcast(self.config_filename)  # rank 0's choice
+        super().setup(trainer, pl_module, stage)
+
+    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Log the saved config to every ``WandbLogger`` of the trainer (read back from the file).
+
+        Runs on rank 0 only, so it must not ask ``trainer.log_dir`` (a broadcast: the other ranks would
+        never answer and DDP would hang); it uses the folder :meth:`setup` found.
+        """
+        saved = self.folder / self.config_filename
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger) and saved.is_file():
+                config = yaml.safe_load(saved.read_text())
+                logger.experiment.config.update({"config": config}, allow_val_change=True)
+
+
+def finish_wandb_run(is_global_zero: bool = True) -> None:
+    """Close the current W&B run, if any (the next run in this process starts its own); for an
+    offline run, print (on rank 0) how to upload it."""
+    wandb = sys.modules.get("wandb")
+    run = getattr(wandb, "run", None)
+    if run is None:
+        return
+    offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
+    run.finish()
+    if offline and sync_dir and is_global_zero:
+        print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")

@@ -204,15 +204,6 @@ def test_a_plain_lightning_checkpoint_of_the_projects_classes_reloads(tmp_path: 
     assert second.current_epoch == 2
 
 
-def test_the_private_lightning_hook_we_override_still_exists() -> None:
-    """``ProjectCLI._parse_ckpt_path`` replaces LightningCLI's private method of that name (it would
-    load the checkpoint a second time, ignoring --weights_only and the links). If Lightning renames it,
-    this fails instead of the CLI silently loading checkpoints twice."""
-    from lightning.pytorch.cli import LightningCLI
-
-    assert callable(getattr(LightningCLI, "_parse_ckpt_path", None))
-
-
 def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

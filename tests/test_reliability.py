@@ -156,6 +156,8 @@ def test_truncated_checkpoint_is_named(
 def test_checkpoint_that_needs_unpickling_is_refused_without_the_trust_flag(
     run_cli: RunCLI, good_checkpoint: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Also pins that the checkpoint is read once, by the project: LightningCLI would read its
+    hyperparameters itself with ``weights_only=True`` (and fail here) if it saw ``ckpt_path``."""
     checkpoint = torch.load(good_checkpoint, weights_only=True)
     checkpoint["extra"] = Path("an arbitrary python object")
     unsafe = workdir / "unsafe.ckpt"

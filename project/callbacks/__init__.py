@@ -5,7 +5,7 @@ from .interruption import GracefulInterruption
 from .lr_schedule import WarmupCosineSchedule, warmup_cosine_factor
 from .memory import MemoryGrowthWarning, MemoryMonitor, memory_stats_mib
 from .prediction_writer import CSVPredictionWriter
-from .progress import LineProgressBar
+from .progress import LineProgressBar, default_extra_callbacks
 from .reproducibility import (
     ExactResume,
     collect_rng_states,
@@ -26,6 +26,7 @@ __all__ = [
     "TrainingMonitor",
     "WarmupCosineSchedule",
     "collect_rng_states",
+    "default_extra_callbacks",
     "epoch_seed",
     "hidden_modules",
     "memory_stats_mib",

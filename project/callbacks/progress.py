@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import ProgressBar
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
+
+from ..progress import stdout_is_terminal
 
 
 class LineProgressBar(ProgressBar):
@@ -75,3 +77,18 @@ class LineProgressBar(ProgressBar):
             f"{time.perf_counter() - self._start:.1f} s",
             flush=True,
         )
+
+
+def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
+    """The progress display and model summary this project adds unless the config chose its own: on
+    a terminal Lightning's bar and ``RichModelSummary``; otherwise plain lines
+    (:class:`LineProgressBar`) and the plain ``ModelSummary``; depth 3 reaches the backbone's layers."""
+    extra: list[Callback] = []
+    terminal = stdout_is_terminal()
+    progress = trainer_config.get("enable_progress_bar") is not False and not terminal
+    if progress and not any(isinstance(cb, ProgressBar) for cb in callbacks):
+        extra.append(LineProgressBar())
+    summary = trainer_config.get("enable_model_summary") is not False
+    if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
+        extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=3))
+    return extra
