@@ -19,8 +19,8 @@ from .provenance import warn_on_version_change
 
 
 class LastCheckpoint(ModelCheckpoint):
-    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch (the CLI
-    sets ``monitor=None``, ``save_top_k=1``, ``filename="last"``).
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
+    (``configs/default.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
 
     Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
     settings (e.g. one that keeps every epoch) can be added next to it.

@@ -137,14 +137,6 @@ class ProjectCLI(LightningCLI):
         add_run_folder_arguments(parser)
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
-        parser.set_defaults(
-            {
-                "last_checkpoint.filename": "last",
-                "last_checkpoint.monitor": None,
-                "last_checkpoint.save_top_k": 1,
-                "last_checkpoint.enable_version_counter": False,
-            }
-        )
         parser.add_lightning_class_args(WarmupCosineSchedule, "lr_schedule")
         parser.add_lightning_class_args(MemoryMonitor, "memory")
         parser.add_lightning_class_args(ExactResume, "exact_resume")

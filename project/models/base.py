@@ -8,6 +8,7 @@ LR-scheduler wiring from the config) lives here once, written the way Lightning'
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Literal
 
 import torch
@@ -140,13 +141,22 @@ class BaseModule(LightningModule):
         self.log(f"val/{self.best_metric}_best", self.val_best.compute(), prog_bar=True)
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Keep only this class's own ``__init__`` arguments in the saved ``hyper_parameters``: the
-        CLI's links also record ``None`` for targets a class does not take (e.g. ``num_classes`` for a
-        regressor), which ``load_from_checkpoint`` would pass on and the class reject."""
-        accepted = init_parameters(type(self))
+        """Keep in the saved ``hyper_parameters`` only what ``load_from_checkpoint`` can use safely.
+
+        Dropped: values that are not arguments of this class (the CLI's links record ``None`` for
+        targets a class does not take, e.g. ``num_classes`` for a regressor), and Python objects such
+        as a backbone class or an optimizer passed in plain Lightning use (pickled, they would make the
+        checkpoint unloadable with ``weights_only=True``; the class's defaults are used on reload, so
+        pass other values again: ``load_from_checkpoint(path, backbone=...)``). Built by the CLI, such
+        arguments are configs (``class_path``, ``init_args``) and are kept.
+        """
+        parameters = inspect.signature(type(self)).parameters
+        any_name = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
         hparams = checkpoint.get("hyper_parameters") or {}
-        for name in [name for name in hparams if not name.startswith("_") and name not in accepted]:
-            del hparams[name]
+        for name, value in list(hparams.items()):
+            unknown = not (any_name or name in parameters or name.startswith("_"))
+            if unknown or callable(value):
+                del hparams[name]
 
     def setup(self, stage: str) -> None:
         """Set ``example_input_array`` (zeros ``[2, *dims]``) from the DataModule's ``dims`` (the shape
@@ -175,47 +185,3 @@ class BaseModule(LightningModule):
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             config["monitor"], config["interval"] = self.lr_scheduler_monitor, "epoch"
         return {"optimizer": optimizer, "lr_scheduler": config}
-
-
-def save_hyperparameters_safely(module: LightningModule) -> None:
-    """``module.save_hyperparameters()`` for the caller's ``__init__`` arguments, minus objects that a
-    checkpoint cannot hold safely (``nn.Module`` instances, classes, functions) and minus values that
-    are not arguments of the class (the CLI's links record ``None`` for targets a class does not take).
-
-    Built by the CLI, such arguments (``backbone``, ``optimizer``) arrive as their config
-    (``class_path`` and ``init_args``), which ``load_from_checkpoint`` rebuilds. Passed as Python objects
-    (plain Lightning use), they are left out as Lightning advises (``ignore=``): pickled, they would make
-    the checkpoint unloadable with ``weights_only=True``. Such a checkpoint reloads with the class's
-    defaults; pass other values again, e.g. ``load_from_checkpoint(path, backbone=...)``.
-    """
-    import inspect
-    import warnings
-
-    frame = inspect.currentframe()
-    caller = frame.f_back if frame is not None else None
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
-        module.save_hyperparameters(frame=caller)
-    accepted = init_parameters(type(module))
-    for name, value in list(module.hparams.items()):
-        # the CLI's links also record values for arguments this class does not take (None)
-        if name.startswith("_"):  # LightningCLI's _class_path and _instantiator
-            continue
-        if isinstance(value, torch.nn.Module) or callable(value) or name not in accepted:
-            del module.hparams[name]
-
-
-def init_parameters(cls: type) -> set[str]:
-    """Names of the arguments ``cls(...)`` accepts: its ``__init__``'s, and while an ``__init__`` passes
-    ``**kwargs`` on, those of the parent classes' ``__init__`` too."""
-    import inspect
-
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        parameters = inspect.signature(vars(klass)["__init__"]).parameters.values()
-        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
-        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
-            break
-    return names - {"self"}

@@ -13,7 +13,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from .backbones import SimpleCNN
-from .base import BaseModule, save_hyperparameters_safely
+from .base import BaseModule
 
 #: Label that the loss and the metrics skip (``torch.nn.functional.cross_entropy``'s default).
 IGNORE_INDEX = -100
@@ -85,7 +85,7 @@ class ImageClassifier(BaseModule):
                 f"backbone {type(backbone).__name__} has no integer attribute 'out_features'; "
                 "set it to the size of the features its forward returns"
             )
-        save_hyperparameters_safely(self)
+        self.save_hyperparameters()
         self.backbone = backbone
         self.head = nn.Linear(out_features, num_classes)
         self.num_classes = num_classes

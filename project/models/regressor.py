@@ -10,7 +10,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
-from .base import BaseModule, save_hyperparameters_safely
+from .base import BaseModule
 
 
 class TabularRegressor(BaseModule):
@@ -78,7 +78,7 @@ class TabularRegressor(BaseModule):
             raise ValueError(f"hidden_sizes={list(hidden_sizes)}: every layer needs at least one unit")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout={dropout}: must be in [0, 1)")
-        save_hyperparameters_safely(self)
+        self.save_hyperparameters()
         layers: list[nn.Module] = []
         width = in_features
         for size in hidden_sizes:
