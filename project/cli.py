@@ -150,9 +150,11 @@ class ProjectCLI(LightningCLI):
         )
         parser.link_arguments("model.init_args.best_mode", "checkpoint.mode")
 
-    def _config(self) -> Namespace:
+    def _config(self, config: Namespace | None = None) -> Namespace:
+        """The parsed (or, given, the instantiated) config of the subcommand being run."""
+        config = self.config if config is None else config
         subcommand = self.config.get("subcommand")
-        return self.config[subcommand] if subcommand else self.config
+        return config[subcommand] if subcommand else config
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse and check the config; then resolve ``--ckpt_path`` (alias or file), load the checkpoint
@@ -241,7 +243,7 @@ class ProjectCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Build the trainer with :func:`default_extra_callbacks` and atomic checkpoint writes."""
-        trainer_config = dict(self._get(self.config_init, "trainer") or {})
+        trainer_config = dict(self._config(self.config_init).get("trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
         kwargs.setdefault("callbacks", [*callbacks, *default_extra_callbacks(trainer_config, callbacks)])
