@@ -214,3 +214,37 @@ def test_wandb_run_config_is_the_saved_config_yaml_dumped_once(
     assert run.updates == [{"config": saved}]
     assert saved["model"]["class_path"] == "project.models.ImageClassifier"
     assert dumps == 1  # config.yaml's; W&B got the file's contents, not a second dump
+
+
+def test_grad_norm_rows_hold_their_own_steps_norm_also_after_a_resume(run_cli: RunCLI, workdir: Path) -> None:
+    """``train/grad_norm`` in the row of step ``k`` is step ``k``'s pre-clip norm (it was once the
+    previous step's), and a run resumed mid-epoch logs it at the same steps with the same values as
+    the uninterrupted run (its first logged step once had none)."""
+    from training_helpers import Recorder
+
+    args = [
+        "--trainer.max_epochs=2",
+        "--trainer.limit_train_batches=4",
+        "--trainer.log_every_n_steps=2",
+        "--trainer.callbacks+=training_helpers.Recorder",
+    ]
+    steps = [
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+        f"--trainer.callbacks.dirpath={workdir / 'steps'}",
+        "--trainer.callbacks.every_n_train_steps=1",
+        "--trainer.callbacks.save_top_k=-1",
+        "--trainer.callbacks.filename={step}",
+    ]
+    Recorder.runs.clear()
+    full = run_cli("fit", *args, "--run_name=full", *steps)
+    norms = dict(enumerate(Recorder.runs[0].pre_clip_norms))
+
+    def logged(run: Path) -> dict[int, float]:
+        rows = csv.DictReader((run / "metrics.csv").open())
+        return {int(r["step"]): float(r["train/grad_norm"]) for r in rows if r["train/grad_norm"]}
+
+    assert sorted(logged(full.run_dir)) == [1, 3, 5, 7]  # every 2nd step, each epoch's last included
+    for step, value in logged(full.run_dir).items():
+        assert value == pytest.approx(norms[step], rel=1e-5), step
+    resumed = run_cli("fit", *args, "--run_name=resumed", f"--ckpt_path={workdir}/steps/step=5.ckpt")
+    assert logged(resumed.run_dir) == {s: v for s, v in logged(full.run_dir).items() if s >= 5}

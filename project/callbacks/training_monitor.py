@@ -12,7 +12,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.optim import Optimizer
 
 #: Step-level keys written for an epoch's last step (see :class:`TrainingMonitor`).
-STEP_KEYS = ("train/loss", "train/lr")
+STEP_KEYS = ("train/loss", "train/lr", "train/grad_norm")
 
 
 class TrainingMonitor(Callback):
@@ -32,7 +32,8 @@ class TrainingMonitor(Callback):
       the length of the first tensor in the batch.
     - The last step of every epoch is written to the loggers even when it is not a multiple of
       ``trainer.log_every_n_steps`` (the step-level values then in ``trainer.callback_metrics``:
-      ``train/loss``, ``train/lr``), so a run shorter than ``log_every_n_steps`` has a training curve.
+      ``train/loss``, ``train/lr``, ``train/grad_norm``), so a run shorter than ``log_every_n_steps``
+      has a training curve.
     - A warning at fit start when an epoch has fewer batches than ``accumulate_grad_batches``, or a
       number that is not a multiple of it: Lightning then steps the optimizer on the epoch's last,
       partial window, whose gradient is the sum of its ``r`` losses each divided by
@@ -60,7 +61,12 @@ class TrainingMonitor(Callback):
         every = self.log_every_n_steps
         if every is None:  # set on the Trainer by Lightning's logger connector
             every = int(getattr(trainer, "log_every_n_steps", 50))
-        if not self.enabled or every <= 0 or trainer.global_step % every != 0:
+        # Lightning writes a step's values when (global_step + 1) % log_every_n_steps == 0 (before the
+        # step, global_step counts the steps done): compute them for exactly that step, and for the
+        # epoch's last step, which on_train_batch_end writes.
+        if not self.enabled or every <= 0:
+            return
+        if (trainer.global_step + 1) % every and not trainer.is_last_batch:
             return
         if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
             # A model scheduler (e.g. ReduceLROnPlateau) sets the LR; the warmup-cosine callback, which
