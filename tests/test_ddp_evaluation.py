@@ -1,5 +1,5 @@
-"""``test``/``validate`` under DDP evaluate every sample of the split exactly once, so their metrics
-equal the single-process ones."""
+"""``test``/``validate``/``predict`` under DDP evaluate every sample of the split exactly once, so their
+metrics (and predictions) equal the single-process ones."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _metrics(run_dir: Path) -> dict[str, float]:
 
 
 @pytest.mark.slow
-def test_two_process_test_equals_one_process_and_counts_each_sample_once(tmp_path: Path) -> None:
+def test_two_process_test_and_predict_equal_one_process_and_count_each_sample_once(tmp_path: Path) -> None:
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [TESTS, str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     fit = [a for a in FAST if "limit_test" not in a]
     run_module(
@@ -42,3 +42,18 @@ def test_two_process_test_equals_one_process_and_counts_each_sample_once(tmp_pat
     assert two["test/f1"] == pytest.approx(one["test/f1"], abs=1e-6)
     assert two["test/loss"] == pytest.approx(one["test/loss"], abs=1e-6)
     assert 0.3 < one["test/acc"] < 1.0  # a model that learned something, so the check can differ
+    # predict: one predictions.csv (rank 0 gathers), the single-process rows in the same order
+    predict = ["predict", f"--ckpt_path={ckpt}", "--trainer.limit_predict_batches=1.0"]
+    run_module(predict, cwd=tmp_path, env=env)
+    run_module([*predict, *DDP], cwd=tmp_path, env=env, timeout=300)
+    single_run, ddp_run = run_dirs(tmp_path / "logs")[3:]
+    assert sorted(path.name for path in ddp_run.glob("predictions*.csv")) == ["predictions.csv"]
+    one_rows, two_rows = (
+        list(csv.DictReader((run / "predictions.csv").open())) for run in (single_run, ddp_run)
+    )
+    assert len(one_rows) == len(two_rows) == 359
+    assert [r["index"] for r in two_rows] == [str(i) for i in range(359)]
+    assert [(r["pred"], r["target"]) for r in two_rows] == [(r["pred"], r["target"]) for r in one_rows]
+    assert [float(r["prob"]) for r in two_rows] == pytest.approx(
+        [float(r["prob"]) for r in one_rows], abs=1e-6
+    )

@@ -25,8 +25,8 @@ class CSVPredictionWriter(BasePredictionWriter):
     then the dict's keys in order; a ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ...
     ``<key>_<K-1>``. Files the DataModule skipped (``predict_skipped``) are listed in ``skipped.csv``
     next to it (``input``, ``reason``). The file is ``<output_dir>/<filename>``, where
-    ``output_dir`` defaults to ``trainer.log_dir`` (the run folder); with several processes each
-    rank writes ``predictions_rank<r>.csv``.
+    ``output_dir`` defaults to ``trainer.log_dir`` (the run folder). With several processes (DDP)
+    rank 0 gathers every process's rows and writes the one file, ordered by ``index``.
 
     Args:
         output_dir: Folder for the CSV; ``None`` means the trainer's log folder.
@@ -48,48 +48,51 @@ class CSVPredictionWriter(BasePredictionWriter):
     ) -> None:
         """Write all predictions of the epoch (dataloader 0) to the CSV and log its path."""
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = self.filename
-        if trainer.world_size > 1:
-            name = f"{Path(name).stem}_rank{trainer.global_rank}{Path(name).suffix}"
-        path = folder / name
+        path = folder / self.filename
         batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
         datamodule = getattr(trainer, "datamodule", None)
         names: list[str] | None = getattr(datamodule, "predict_names", None)  # one per input (#15)
-        rows = 0
-        with path.open("w", newline="") as handle:
-            writer: Any = None
-            offset = 0
-            for position, batch in enumerate(batches):
-                if not isinstance(batch, dict):
-                    raise TypeError(
-                        f"predict_step returned {type(batch).__name__}; CSVPredictionWriter needs a dict "
-                        "of [B] tensors such as {'pred': ..., 'prob': ...}"
-                    )
-                columns: dict[str, Any] = {}
-                for key, value in batch.items():
-                    tensor = torch.as_tensor(value).detach().cpu()
-                    if tensor.ndim == 2:  # [B, K]: one column per k
-                        columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
-                    else:
-                        columns[key] = tensor
-                size = len(next(iter(columns.values())))
-                if position < len(indices) and len(indices[position]) == size:
-                    index = [int(i) for i in indices[position]]
+        header: list[str] = []
+        rows: list[list[Any]] = []
+        offset = 0
+        for position, batch in enumerate(batches):
+            if not isinstance(batch, dict):
+                raise TypeError(
+                    f"predict_step returned {type(batch).__name__}; CSVPredictionWriter needs a dict "
+                    "of [B] tensors such as {'pred': ..., 'prob': ...}"
+                )
+            columns: dict[str, Any] = {}
+            for key, value in batch.items():
+                tensor = torch.as_tensor(value).detach().cpu()
+                if tensor.ndim == 2:  # [B, K]: one column per k
+                    columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
                 else:
-                    index = list(range(offset, offset + size))
-                offset += size
-                if writer is None:
-                    writer = csv.writer(handle)
-                    writer.writerow(["index", *(["input"] if names is not None else []), *columns])
-                for row in range(size):
-                    named = [names[index[row]]] if names is not None else []
-                    writer.writerow([index[row], *named, *(columns[key][row].item() for key in columns)])
-                    rows += 1
+                    columns[key] = tensor
+            size = len(next(iter(columns.values())))
+            if position < len(indices) and len(indices[position]) == size:
+                index = [int(i) for i in indices[position]]
+            else:
+                index = list(range(offset, offset + size))
+            offset += size
+            header = ["index", *(["input"] if names is not None else []), *columns]
+            for row in range(size):
+                named = [names[index[row]]] if names is not None else []
+                rows.append([index[row], *named, *(columns[key][row].item() for key in columns)])
+        if trainer.world_size > 1 and torch.distributed.is_initialized():
+            # every process predicted its own share (each sample once): rank 0 writes them all, in order
+            gathered: list[Any] = [None] * trainer.world_size
+            torch.distributed.all_gather_object(gathered, (header, rows))
+            header = next((h for h, _ in gathered if h), header)
+            rows = sorted((row for _, part in gathered for row in part), key=lambda row: row[0])
         self.path = path
-        log.info("Wrote %d predictions to %s", rows, path)
-        print(f"Predictions ({rows} rows) written to {path}")
+        if not trainer.is_global_zero:
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as handle:
+            csv.writer(handle).writerows([header, *rows] if header else [])
+        log.info("Wrote %d predictions to %s", len(rows), path)
+        print(f"Predictions ({len(rows)} rows) written to {path}")
         skipped: list[tuple[str, str]] = getattr(datamodule, "predict_skipped", None) or []
         if skipped and trainer.is_global_zero:
             with (folder / "skipped.csv").open("w", newline="") as handle:
