@@ -1,25 +1,14 @@
 """Provenance: which code, environment and seed produced a run, recorded where the run's results are.
 
-Every run folder gets a ``provenance.yaml`` (fit, validate, test, predict and the tuning commands
-through the :class:`Provenance` callback; ``export`` through :func:`write_provenance`), and the same
-facts go into every checkpoint (key ``"provenance"``) and the W&B run config (key ``"provenance"``):
+Every run folder gets a ``provenance.yaml`` (the Trainer commands through the :class:`Provenance`
+callback, ``export`` through :func:`write_provenance`); the same facts go into every checkpoint and the
+W&B run config (key ``"provenance"``): ``command`` (``sys.orig_argv``), ``working_dir``, ``started``
+(local time with its UTC offset), ``seed`` (``PL_GLOBAL_SEED`` or ``None``), ``git.package`` and
+``git.working_dir`` (:func:`git_state` of the package's checkout, the code that ran, and of the working
+directory, or ``"same checkout as package"``), ``versions`` (:func:`versions`) and ``devices``.
 
-- ``command``: the interpreter's command line (``sys.orig_argv``), ``working_dir`` and ``started``
-  (local time with its UTC offset);
-- ``seed``: the global seed Lightning set (``PL_GLOBAL_SEED``), or ``None`` when none was set;
-- ``git.package``: the git checkout holding this package's source (the code that ran): ``commit``,
-  ``dirty`` (tracked files differ from the commit), ``diff`` (``git diff HEAD`` of tracked files, cut
-  at :data:`MAX_DIFF_CHARS` with a note saying so; in the run folder it is the file
-  ``provenance.<package|working_dir>.diff``), ``untracked`` (up to :data:`MAX_UNTRACKED` names);
-  ``git.working_dir``: the same for the working directory (configs and data often live there), or
-  ``"same checkout as package"``. A folder outside any checkout (e.g. an installed wheel) records
-  ``git: not a git checkout``; without the ``git`` program, ``git: git is not installed``;
-- ``versions``: Python, torch (and the CUDA / cuDNN it was built with), lightning, torchmetrics,
-  jsonargparse, wandb, numpy;
-- ``devices``: the accelerator and device names the trainer ran on.
-
-Loading a checkpoint whose saved torch or Lightning major.minor version differs from the running one
-warns once per file (:func:`warn_on_version_change`): results and even loading may differ.
+Loading a checkpoint saved under another major.minor version of torch or Lightning warns once per file
+(:func:`warn_on_version_change`): results and even loading may differ.
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ import copy
 import os
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
 import warnings
@@ -59,26 +47,25 @@ LIGHTNING_CKPT_KEY = "pytorch-lightning_version"
 
 def _git(folder: Path, *args: str) -> str:
     """Output of ``git -C folder ARGS`` (raises ``CalledProcessError`` on a non-zero exit)."""
-    result = subprocess.run(
+    return subprocess.run(
         ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=30
-    )
-    return result.stdout
+    ).stdout
 
 
 def git_state(folder: str | Path) -> dict[str, Any]:
-    """The git state of the checkout that holds ``folder``.
+    """The git state of the checkout that holds ``folder``; never raises for a missing checkout or git.
 
     Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the
-    first commit; ``diff`` is ``""`` when clean, and is cut at :data:`MAX_DIFF_CHARS` characters with a
-    ``diff_cut`` note), or ``{"path", "git": "not a git checkout"}`` outside a checkout, or
-    ``{"path", "git": "git is not installed"}``, or ``{"path", "commit", "git": "git failed: ..."}``
-    when ``git status``/``git diff`` fail. Never raises for a missing checkout or git.
+    first commit; ``diff``, ``git diff HEAD`` of tracked files, is ``""`` when clean and cut at
+    :data:`MAX_DIFF_CHARS` characters with a ``diff_cut`` note; at most :data:`MAX_UNTRACKED` untracked
+    names), else ``{"path", "git": "not a git checkout" | "git is not installed"}``, or
+    ``{"path", "commit", "git": "git failed: ..."}`` when ``git status``/``git diff`` fail.
     """
     path = Path(folder).resolve()
-    if shutil.which("git") is None:
-        return {"path": str(path), "git": "git is not installed"}
     try:
         top = Path(_git(path, "rev-parse", "--show-toplevel").strip())
+    except FileNotFoundError:
+        return {"path": str(path), "git": "git is not installed"}
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
         return {"path": str(path), "git": NOT_A_CHECKOUT}
     state: dict[str, Any] = {"path": str(top)}
