@@ -1,24 +1,17 @@
-"""``python -m project export``: write a trained model for inference, then check it against
-eager PyTorch.
+"""``python -m project export``: write a trained model for inference, then check it against eager PyTorch.
 
-Formats (each with a dynamic batch axis, traced on at least 2 samples: a batch of 1 would let
-``torch.export`` fix the batch axis to 1):
-    ``onnx``: ``model.onnx`` by torch's dynamo exporter (``LightningModule.to_onnx``), input and output
-        named by the model's ``export_names``; weights inside the file, or from 1.5 GiB in
-        ``model.onnx.data`` next to it (torch's own threshold: ONNX files stop at 2 GB). Checked with
-        onnxruntime; needs the ``export`` extra (``pip install -e ".[export]"``).
-    ``torch_export``: ``model.pt2``, a ``torch.export.ExportedProgram``
-        (``torch.export.load(path).module()``).
-    ``torchscript``: ``model.torchscript.pt`` by tracing (``torch.jit.load``; deprecated by PyTorch).
+Formats, each traced on at least 2 samples with a dynamic batch axis (a batch of 1 would let
+``torch.export`` fix it to 1): ``onnx`` (``model.onnx``, torch's dynamo exporter, input/output named
+by the model's ``export_names``, weights from 1.5 GiB in ``model.onnx.data``; needs
+``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``, ``torch.export.load(path).module()``),
+``torchscript`` (``model.torchscript.pt``, traced; deprecated by PyTorch).
 
 Parity check: the exported and the eager model run on real samples of the run's test split (the data
-of its ``config.yaml``) at the largest batch available (up to 64 samples) and at 1; a max
-absolute difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one
-``error:`` line and exit code 1.
-
-``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers (CPU), exported as
-TorchScript (the ONNX and ``torch.export`` paths do not take these modules); prints the test metric
-before and after (accuracy for a classifier, mean absolute error in the target's units for a regressor).
+of its ``config.yaml``) at the largest batch available (up to 64 samples) and at 1; a max absolute
+difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:``
+line and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers
+(CPU, TorchScript only), printing the test metric before and after (accuracy for a classifier, mean
+absolute error in the target's units for a regressor).
 """
 
 from __future__ import annotations
@@ -62,9 +55,7 @@ class ExportResult:
     ``metric_name`` (``"accuracy"`` or ``"MAE"``) of the ``fp32`` and ``int8`` models when quantizing."""
 
     path: Path
-    format: str
     max_abs_diff: dict[int, float]
-    tolerance: float
     accuracy: dict[str, float] = field(default_factory=dict)
     metric_name: str = "accuracy"
 
@@ -227,19 +218,16 @@ def export_checkpoint(
     metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
-        metric, metrics["fp32"] = test_metric(
-            model, *predict_test_split(model, datamodule, "fp32 test metric")
-        )
         eager = quantize_dynamic_int8(model).eval()
-        metric, metrics["int8"] = test_metric(
-            eager, *predict_test_split(eager, datamodule, "int8 test metric")
-        )
+        for name, net in (("fp32", model), ("int8", eager)):
+            outputs, targets = predict_test_split(net, datamodule, f"{name} test metric")
+            metric, metrics[name] = test_metric(net, outputs, targets)
     print(f"Exporting {ckpt_path} as {fmt} to {output} ...", flush=True)
     start = time.perf_counter()
     write_model(eager, batch, fmt, output)
     print(f"Wrote {output} ({output.stat().st_size / 2**20:.2f} MiB) in {time.perf_counter() - start:.1f} s")
     diffs = check_parity(output, fmt, eager, batch, tolerance)
-    return ExportResult(output, fmt, diffs, tolerance, metrics, metric)
+    return ExportResult(output, diffs, metrics, metric)
 
 
 def main(args: list[str]) -> None:
@@ -254,14 +242,10 @@ def main(args: list[str]) -> None:
     parser = ArgumentParser(prog=f"python -m {__package__} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
     parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
-    parser.add_argument(
-        "--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (torchscript)."
-    )
+    parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest max abs diff.")
     parser.add_argument("--output", type=str | None, help="Output file (default: in a new run folder).")
-    parser.add_argument(
-        "--config", type=str | None, help="The run's config.yaml (default: the checkpoint's)."
-    )
+    parser.add_argument("--config", type=str | None, help="Run config.yaml (default: the checkpoint's).")
     add_run_folder_arguments(parser)
     cfg = parser.parse_args(args)
     if cfg.quantize and cfg.format != "torchscript":
@@ -287,7 +271,7 @@ def main(args: list[str]) -> None:
         write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())
-    print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {result.tolerance:g}")
+    print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {cfg.tolerance:g}")
     if result.accuracy:
         fp32, int8 = result.accuracy["fp32"], result.accuracy["int8"]
         print(f"Test {result.metric_name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
