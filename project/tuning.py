@@ -41,9 +41,7 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.min_lr", type=float, default=1e-6, help="lr_find: first LR.")
         parser.add_argument("--tune.max_lr", type=float, default=1.0, help="lr_find: last LR.")
         parser.add_argument("--tune.num_training", type=int, default=100, help="lr_find: steps.")
-        parser.add_argument(
-            "--tune.max_trials", type=int, default=8, help="scale_batch_size: most sizes tried."
-        )
+        parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: sizes tried.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
@@ -213,15 +211,6 @@ def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: 
     save_figure(figure, path)
 
 
-def train_split_size(datamodule: Any) -> int | None:
-    """Number of samples in the DataModule's training split (after ``setup("fit")``), if it has a length."""
-    datamodule.setup("fit")
-    try:
-        return len(datamodule.train_dataloader().dataset)
-    except TypeError:
-        return None
-
-
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
 LIGHTNING_MAX_BATCH_SIZE = 8192
 
@@ -234,7 +223,11 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     cli = _cli("scale_batch_size", args)
     start = int(getattr(cli.datamodule, "batch_size", 2))
     requested = int(cli.config.tune.max_trials)
-    samples = train_split_size(cli.datamodule)
+    cli.datamodule.setup("fit")
+    try:
+        samples: int | None = len(cli.datamodule.train_dataloader().dataset)
+    except TypeError:  # an iterable dataset without a length
+        samples = None
     trials = requested
     if samples is not None:
         if start > samples:
