@@ -40,7 +40,6 @@ MAX_DIFF_CHARS = 50_000
 MAX_UNTRACKED = 20
 #: Distributions whose versions are recorded (``torch`` gets its CUDA/cuDNN build as well).
 VERSIONED = ("torch", "lightning", "torchmetrics", "jsonargparse", "wandb", "numpy")
-NOT_A_CHECKOUT = "not a git checkout"
 #: The version Lightning itself stores in every checkpoint it saves.
 LIGHTNING_CKPT_KEY = "pytorch-lightning_version"
 
@@ -67,7 +66,7 @@ def git_state(folder: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {"path": str(path), "git": "git is not installed"}
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-        return {"path": str(path), "git": NOT_A_CHECKOUT}
+        return {"path": str(path), "git": "not a git checkout"}
     state: dict[str, Any] = {"path": str(top)}
     try:
         state["commit"] = _git(top, "rev-parse", "HEAD").strip()
@@ -99,38 +98,32 @@ def versions() -> dict[str, Any]:
 
     found: dict[str, Any] = {"python": platform.python_version()}
     for name in VERSIONED:
-        module = sys.modules.get(name)  # the version that runs, if imported; else the installed one
+        module = sys.modules.get(name)  # the version that runs (torch's with its build: 2.4.1+cu121)
         try:
             found[name] = str(getattr(module, "__version__", None) or version(name))
         except PackageNotFoundError:
             found[name] = None
-    found["torch"] = str(torch.__version__)  # with its local label, e.g. 2.4.1+cu121
     found["torch_cuda"] = torch.version.cuda
     found["torch_cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return found
 
 
 def devices(trainer: Trainer | None = None) -> dict[str, Any]:
-    """The accelerator and the names of the devices ``trainer`` runs on (all visible ones without a
-    trainer), e.g. ``{"accelerator": "cuda", "names": ["NVIDIA H100 80GB HBM3"]}``."""
+    """The accelerator and the names of the devices ``trainer`` runs on (the CPU without a trainer, as
+    for ``export``), e.g. ``{"accelerator": "CUDAAccelerator", "names": ["NVIDIA H100 80GB HBM3"]}``."""
     import torch
 
     name = type(trainer.accelerator).__name__ if trainer is not None else "none"
     if trainer is not None and trainer.strategy.root_device.type == "cuda":
-        ids = trainer.device_ids
-    elif trainer is None and torch.cuda.is_available():
-        ids = list(range(torch.cuda.device_count()))
-    else:
-        processor = platform.processor() or platform.machine()
-        return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
-    return {"accelerator": name, "names": [torch.cuda.get_device_name(index) for index in ids]}
+        return {"accelerator": name, "names": [torch.cuda.get_device_name(i) for i in trainer.device_ids]}
+    processor = platform.processor() or platform.machine()
+    return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
 
 
 def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
     """All the facts above as plain data (``yaml.safe_dump``-able, loadable with ``weights_only``);
     ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
-    package_dir = Path(__file__).resolve().parent
-    package = git_state(package_dir)
+    package = git_state(Path(__file__).resolve().parent)
     working = git_state(Path.cwd())
     seed = os.environ.get("PL_GLOBAL_SEED")
     return {
@@ -151,12 +144,8 @@ def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
 
 
 def write_provenance(folder: str | Path, facts: dict[str, Any]) -> Path:
-    """Write ``facts`` to ``folder/provenance.yaml`` and return its path.
-
-    Each non-empty diff goes into its own file next to it, ``provenance.<checkout>.diff`` (plain text
-    that ``git apply`` takes; a diff inside YAML would be one long quoted string), and the YAML names
-    that file instead.
-    """
+    """Write ``facts`` to ``folder/provenance.yaml`` and return its path. Each non-empty diff goes into
+    its own file, ``provenance.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     record = copy.deepcopy(facts)
