@@ -21,10 +21,8 @@ from typing import Any
 from .provenance import PROVENANCE_FILE, read_provenance
 from .provenance import summary as provenance_summary
 
-#: Size of every figure: inches x dpi = 640 x 480 pixels.
-FIGSIZE = (6.4, 4.8)
-DPI = 100
-WIDTH, HEIGHT = 640, 480
+#: Size of every figure in pixels, and its dots per inch.
+WIDTH, HEIGHT, DPI = 640, 480, 100
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
@@ -46,7 +44,7 @@ def new_figure() -> tuple[Any, Any]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    return plt.subplots(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
 
 
 def save_figure(figure: Any, path: Path) -> Path:
