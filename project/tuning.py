@@ -65,14 +65,9 @@ def _cli(command: str, args: list[str]) -> _TuneCLI:
     return _TuneCLI(args=[*defaults, *args], run=False)
 
 
-#: Smoothing factor of Lightning's LR-finder loss (``_LRCallback(beta=0.98)``, fastai's value).
-LIGHTNING_LR_FINDER_BETA = 0.98
-
-
-def unsmooth_lightning_losses(
-    smoothed: Sequence[float], beta: float = LIGHTNING_LR_FINDER_BETA
-) -> np.ndarray:
-    """The per-step training losses (float64 ``[T]``) behind the curve Lightning's LR finder records.
+def unsmooth_lightning_losses(smoothed: Sequence[float], beta: float = 0.98) -> np.ndarray:
+    """The per-step training losses (float64 ``[T]``) behind the curve Lightning's LR finder records
+    with the smoothing factor ``beta`` (``_LRCallback(beta=0.98)``, fastai's value).
 
     Lightning 2.6 (``tuner.lr_finder._LRCallback``) records ``s_t = a_t / (1 - beta**(t + 2))`` with
     ``a_t = beta * a_{t-1} + (1 - beta) * loss_t`` at optimizer step ``t`` (its bias correction is one
