@@ -168,11 +168,9 @@ def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
 def summary(facts: dict[str, Any]) -> str:
     """One line: the package's commit (and ``dirty``), torch, lightning and the seed."""
     git = facts.get("git", {}).get("package", {})
-    code = (
-        f"commit {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}"
-        if git.get("commit")
-        else git.get("git", "no commit")
-    )
+    code = git.get("git", "no commit")  # "not a git checkout", "git is not installed", ...
+    if git.get("commit"):
+        code = f"commit {git['commit'][:12]}" + (" (dirty)" if git.get("dirty") else "")
     found = facts.get("versions", {})
     return f"{code}, torch {found.get('torch')}, lightning {found.get('lightning')}, seed {facts.get('seed')}"
 

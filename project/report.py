@@ -127,8 +127,7 @@ def write_report(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``; exit code 2 on bad
-    input."""
+    """Run ``python -m project report ARGS`` (exit code 2 on bad input)."""
     from jsonargparse import ArgumentParser
 
     from .runs import resolve_checkpoint
