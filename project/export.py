@@ -1,4 +1,5 @@
-"""``python -m project export``: write a trained model for inference, then check it against eager PyTorch.
+"""``python -m project export``: write a trained model for inference, then check it against eager
+PyTorch.
 
 Formats, each traced on at least 2 samples with a dynamic batch axis (a batch of 1 would let
 ``torch.export`` fix it to 1): ``onnx`` (``model.onnx``, torch's dynamo exporter, input/output named
@@ -232,7 +233,7 @@ def export_checkpoint(
 
 def main(args: list[str]) -> None:
     """Run ``python -m project export ARGS``: exit code 2 on bad input; :class:`ExportError` or
-    :class:`ParityError` (one ``error:`` line, exit code 1 from :func:`project.cli.main`) on failure."""
+    :class:`ParityError` on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
     from .loading import resolve_checkpoint, run_config_of

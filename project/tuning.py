@@ -1,5 +1,5 @@
-"""``python -m project lr_find`` and ``python -m project scale_batch_size``: Lightning's ``Tuner`` from
-the CLI.
+"""``python -m project lr_find`` and ``python -m project scale_batch_size``:
+Lightning's ``Tuner`` from the CLI.
 
 Both take the same config files and overrides as ``fit``, create a run folder
 ``logs/<timestamp>_<command>/``, write a small config there that applies the suggestion, and print the
