@@ -209,12 +209,9 @@ class VersionChangeWarning(UserWarning):
 _warned: set[str] = set()
 
 
-def _major_minor(text: str | None) -> tuple[int, ...] | None:
-    """``(major, minor)`` of a version string such as ``2.4.1+cu121``, or ``None``."""
-    try:
-        return tuple(int(part) for part in str(text).split("+")[0].split(".")[:2])
-    except ValueError:
-        return None
+def _major_minor(text: str) -> list[str]:
+    """``["2", "4"]`` for the version ``2.4.1+cu121``."""
+    return str(text).split("+")[0].split(".")[:2]
 
 
 def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list[str]:
