@@ -54,10 +54,14 @@ def hidden_modules(model: nn.Module) -> list[str]:
 class HealthCheck(Callback):
     """Catch silent training bugs early and stop with a message that names the culprit and the fix.
 
-    The checks and when they run: :data:`CHECKS`. The batch checks look at the first ``check_batches``
-    training and validation batches only; the loss check is one ``isfinite`` (a host-device sync on
-    GPU) every ``loss_check_every_n_steps`` steps (0: off). ``disable`` names checks to switch off,
-    ``enabled=False`` all of them.
+    The checks and when they run: :data:`CHECKS`. The batch checks look at the first batches only; the
+    loss check is one ``isfinite`` (a host-device sync on GPU) per interval.
+
+    Args:
+        disable: Names of checks to switch off, e.g. ``[missing_grads]``.
+        check_batches: How many first batches (per stage) the batch checks inspect.
+        loss_check_every_n_steps: Interval of the non-finite-loss check in training steps (0: off).
+        enabled: Switch every check off.
 
     Raises:
         HealthCheckError: a check failed (a bad loss stops training before its optimizer step, so the
