@@ -139,6 +139,7 @@ def main(args: list[str]) -> None:
         "--ckpt_path", type=str | None, help="For the confusion matrix (default: the run's best)."
     )
     parser.add_argument("--config", type=str | None, help="Run config for the data (default: the run's).")
+    parser.add_argument("--logs_dir", type=str, default="logs", help="Where --ckpt_path=best|last looks.")
     parser.add_argument(
         "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
     )
@@ -156,7 +157,7 @@ def main(args: list[str]) -> None:
     if not (run_dir / "metrics.csv").is_file():
         parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
     try:
-        ckpt = resolve_checkpoint(cfg.ckpt_path) if cfg.ckpt_path else None
+        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
     except FileNotFoundError as error:
         parser.error(str(error))
     facts = read_provenance(run_dir)

@@ -41,7 +41,7 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.min_lr", type=float, default=1e-6, help="lr_find: first LR.")
         parser.add_argument("--tune.max_lr", type=float, default=1.0, help="lr_find: last LR.")
         parser.add_argument("--tune.num_training", type=int, default=100, help="lr_find: steps.")
-        parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: sizes tried.")
+        parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: most tries.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
