@@ -139,15 +139,12 @@ def rerun_command(args: Sequence[str], suggestion: Path) -> str:
     own arguments, ``--config`` files and overrides in their order) without ``--tune.*``, then
     ``--config suggestion`` (last, so it wins)."""
     kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-            continue
-        if arg.startswith("--tune."):
-            skip_value = "=" not in arg
-            continue
-        kept.append(arg)
+    tokens = iter(args)
+    for arg in tokens:
+        if not arg.startswith("--tune."):
+            kept.append(arg)
+        elif "=" not in arg:
+            next(tokens, None)  # the option's value
     return shlex.join(["python", "-m", str(__package__), "fit", *kept, "--config", str(suggestion)])
 
 
