@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -171,8 +172,10 @@ class HealthCheck(Callback):
             return
         if not bool(torch.isfinite(loss.detach()).all()):
             lrs = [group["lr"] for opt in trainer.optimizers for group in opt.param_groups]
-            callback = trainer.checkpoint_callback
-            last = getattr(callback, "last_model_path", "") or "none saved yet"
+            # the newest file a ModelCheckpoint wrote (the one writing last.ckpt has it as best_model_path)
+            paths = ("best_model_path", "last_model_path")
+            saved = [getattr(cb, path, "") for cb in trainer.checkpoint_callbacks for path in paths]
+            last = max(filter(os.path.isfile, saved), key=os.path.getmtime, default="none saved yet")
             self._fail(
                 "loss_finite",
                 f"the training loss (returned by training_step) is {loss.item()} at "
