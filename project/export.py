@@ -1,32 +1,18 @@
-"""``python -m project export``: write a trained model for inference, then check it against
-eager PyTorch.
+"""``python -m project export``: write a trained model for inference, then check it against eager
+PyTorch.
 
-Formats:
-    ``onnx``: ``model.onnx`` through torch's dynamo ONNX exporter (``LightningModule.to_onnx``), input
-        and output named by the model's ``export_names`` (the classifier's ``images``/``logits``, the
-        regressor's ``features``/``predictions``) with a dynamic batch axis, weights inside the file (in
-        ``model.onnx.data`` next to it from 1.5 GiB of weights: ONNX files stop at 2 GB); checked with
-        onnxruntime. Needs the ``export`` extra
-        (``pip install -e ".[export]"``: onnx, onnxruntime, onnxscript).
-    ``torch_export``: ``model.pt2``, a ``torch.export.ExportedProgram`` with a dynamic batch axis
-        (load with ``torch.export.load(path).module()``).
-    ``torchscript``: ``model.torchscript.pt`` by tracing (``torch.jit.load``). TorchScript is
-        deprecated in PyTorch; prefer ``torch_export``.
+Formats, each traced on at least 2 samples with a dynamic batch axis (a batch of 1 would let
+``torch.export`` fix it to 1): ``onnx`` (``model.onnx``, torch's dynamo exporter, input/output named
+by the model's ``export_names``, weights from 1.5 GiB in ``model.onnx.data``; needs
+``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``, ``torch.export.load(path).module()``),
+``torchscript`` (``model.torchscript.pt``, traced; deprecated by PyTorch).
 
-Every format is traced on a batch of at least 2 samples (whatever the run's ``batch_size``; a batch of
-1 would let ``torch.export`` specialise the batch axis to 1) with the batch axis declared dynamic.
-The check runs the exported model and the eager model on real samples of the run's test split (the
-data section of the run's ``config.yaml``) at two batch sizes: the largest available (up to
-``PARITY_BATCH_SIZE`` samples, gathered over as many test batches as needed) and 1. It fails
-(exit code 1) when the largest absolute difference of the outputs exceeds ``--tolerance`` (default
-1e-4, for fp32). An exporter that fails is one ``error:`` line naming the format and the cause
-(exit code 1).
-
-``--quantize dynamic`` first applies int8 dynamic quantization to the ``nn.Linear`` layers
-(``torch.ao.quantization.quantize_dynamic``: weights int8, activations quantized per batch at run time,
-CPU only) and reports the test metric before and after (accuracy for a classifier, whose targets are
-class indices; mean absolute error in the target's units for a regressor); it is exported as
-TorchScript (neither the ONNX nor the ``torch.export`` path supports these quantized modules).
+Parity check: the exported and the eager model run on real samples of the run's test split (the data
+of its ``config.yaml``) at the largest batch available (up to 64 samples) and at 1; a max absolute
+difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:``
+line and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers
+(CPU, TorchScript only), printing the test metric before and after (accuracy for a classifier, mean
+absolute error in the target's units for a regressor).
 """
 
 from __future__ import annotations
@@ -40,49 +26,43 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+from torchmetrics.functional import accuracy, mean_absolute_error
 
 from .errors import ProjectError
 
 Format = Literal["onnx", "torchscript", "torch_export"]
-FILENAMES: dict[str, str] = {
-    "onnx": "model.onnx",
-    "torchscript": "model.torchscript.pt",
-    "torch_export": "model.pt2",
-}
+FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
 #: Python modules the ONNX path needs, all in the ``export`` extra of pyproject.toml.
 ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")
 INSTALL_HINT = 'pip install -e ".[export]"  (or: pip install onnx onnxruntime onnxscript)'
 DEFAULT_TOLERANCE = 1e-4
-#: Most test samples the parity check runs at once (fewer when the test split is smaller).
+#: Most test samples the parity check runs at once.
 PARITY_BATCH_SIZE = 64
-#: Input and output names for a model without an ``export_names`` attribute.
-DEFAULT_EXPORT_NAMES = ("inputs", "outputs")
 
 
 class ParityError(ProjectError, RuntimeError):
-    """The exported model's outputs differ from the eager model's by more than the tolerance, or it
-    does not run at one of the checked batch sizes (exit code 1)."""
+    """The exported model differs from the eager one by more than the tolerance, or does not run at a
+    checked batch size (exit code 1)."""
 
 
 class ExportError(ProjectError):
-    """An exporter (ONNX, ``torch.export``, TorchScript) failed on the model; exit code 1."""
+    """An exporter (ONNX, ``torch.export``, TorchScript) failed on the model (exit code 1)."""
 
 
 @dataclass
 class ExportResult:
-    """What :func:`export_checkpoint` wrote and measured.
-
-    ``max_abs_diff`` maps a batch size to the largest absolute difference (exported vs eager logits)
-    on a real test batch of that size. ``accuracy`` holds the test metric (``fp32``, ``int8``) when
-    quantizing, and ``metric_name`` says which (``"accuracy"`` or ``"MAE"``, see :func:`test_metric`).
-    """
+    """What :func:`export_checkpoint` wrote and measured: ``max_abs_diff`` maps a batch size to the
+    largest absolute difference (exported vs eager outputs); ``accuracy`` holds the test metric
+    ``metric_name`` (``"accuracy"`` or ``"MAE"``) of the ``fp32`` and ``int8`` models when quantizing."""
 
     path: Path
-    format: str
     max_abs_diff: dict[int, float]
-    tolerance: float
     accuracy: dict[str, float] = field(default_factory=dict)
     metric_name: str = "accuracy"
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0]}"
 
 
 def missing_onnx_modules() -> list[str]:
@@ -91,12 +71,9 @@ def missing_onnx_modules() -> list[str]:
 
 
 def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` with every ``nn.Linear`` replaced by an int8 dynamically quantized one.
-
-    Uses ``torch.ao.quantization.quantize_dynamic`` (Jacob et al. 2018 affine int8; per-tensor weight
-    scale, activation scale computed per batch). The API is marked deprecated in favour of torchao
-    but works on CPU in torch 2.x; its deprecation warning is silenced here.
-    """
+    """A copy of ``model`` with every ``nn.Linear`` int8 dynamically quantized
+    (``torch.ao.quantization.quantize_dynamic``: per-tensor weight scale, activation scale per batch).
+    The API is deprecated in favour of torchao but works on CPU in torch 2.x; its warning is silenced."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic
@@ -104,85 +81,40 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
         return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
-def _dynamic_batch() -> tuple[dict[int, Any]]:
-    return ({0: torch.export.Dim.DYNAMIC},)
-
-
-def export_names(model: nn.Module) -> tuple[str, str]:
-    """The model's ``(input name, output name)`` for ONNX: its ``export_names`` attribute (the
-    classifier's ``("images", "logits")``, the regressor's ``("features", "predictions")``), else
-    :data:`DEFAULT_EXPORT_NAMES`."""
-    names = getattr(model, "export_names", DEFAULT_EXPORT_NAMES)
-    return str(names[0]), str(names[1])
-
-
-def trace_example(batch: Tensor) -> Tensor:
-    """The first two samples of ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``): tracing
-    on a batch of 1 lets ``torch.export`` (and so the dynamo ONNX exporter) specialise the batch axis
-    to 1, and the exported model then refuses any other batch size."""
-    return batch[:2] if len(batch) >= 2 else torch.cat([batch, batch])
-
-
-def write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
-    """Export ``model`` (a LightningModule in eval mode) traced on ``example`` ``[B, ...]`` (``B >= 2``,
-    see :func:`trace_example`) to ``path``, with a dynamic batch axis.
+def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
+    """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
+    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis.
 
     Raises:
-        ModuleNotFoundError: ``fmt == "onnx"`` and onnx/onnxruntime/onnxscript are missing.
-        ValueError: an unknown ``fmt``, or ``B < 2``.
         ExportError: the exporter failed (the message names the format and the exporter's error).
     """
-    if fmt not in FILENAMES:
-        raise ValueError(f"format={fmt!r}: expected one of {sorted(FILENAMES)}")
-    if len(example) < 2:
-        raise ValueError(f"trace on at least 2 samples, got {len(example)}: 1 would fix the batch axis")
+    example = batch[:2] if len(batch) >= 2 else torch.cat([batch, batch])
+    dynamic_batch = ({0: torch.export.Dim.DYNAMIC},)
+    input_name, output_name = getattr(model, "export_names", ("inputs", "outputs"))
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        _write_model(model, example, fmt, path)
-    except ModuleNotFoundError:
-        raise
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if fmt == "onnx":
+                # external_data=False: torch still moves weights from 1.5 GiB to model.onnx.data
+                model.to_onnx(
+                    path,
+                    (example,),
+                    dynamo=True,
+                    input_names=[input_name],
+                    output_names=[output_name],
+                    dynamic_shapes=dynamic_batch,
+                    external_data=False,
+                    verbose=False,
+                )
+            elif fmt == "torch_export":
+                torch.export.save(torch.export.export(model, (example,), dynamic_shapes=dynamic_batch), path)
+            else:
+                model.to_torchscript(path, method="trace", example_inputs=example)
     except Exception as error:
         raise ExportError(
-            f"--format {fmt}: exporting {type(model).__name__} failed: {type(error).__name__}: "
-            f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            f"--format {fmt}: exporting {type(model).__name__} failed: {_first_line(error)}"
         ) from error
-
-
-def _write_model(model: Any, example: Tensor, fmt: str, path: Path) -> None:
-    input_name, output_name = export_names(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if fmt == "onnx":
-            missing = missing_onnx_modules()
-            if missing:
-                raise ModuleNotFoundError(f"ONNX export needs {', '.join(missing)}: {INSTALL_HINT}")
-            model.to_onnx(
-                path,
-                (example,),
-                dynamo=True,
-                input_names=[input_name],
-                output_names=[output_name],
-                dynamic_shapes=_dynamic_batch(),
-                external_data=_state_bytes(model) >= ONNX_EXTERNAL_DATA_BYTES,
-                verbose=False,
-            )
-        elif fmt == "torch_export":
-            program = torch.export.export(model, (example,), dynamic_shapes=_dynamic_batch())
-            torch.export.save(program, path)
-        else:
-            model.to_torchscript(path, method="trace", example_inputs=example)
-
-
-#: Models whose parameters and buffers reach this size (bytes) keep their ONNX weights in a separate
-#: ``model.onnx.data`` next to ``model.onnx``: one ONNX (protobuf) file cannot exceed 2 GB. Smaller
-#: models get a single self-contained ``model.onnx``.
-ONNX_EXTERNAL_DATA_BYTES = 3 << 29  # 1.5 GiB
-
-
-def _state_bytes(model: torch.nn.Module) -> int:
-    """Bytes of the model's parameters and buffers."""
-    tensors = [*model.parameters(), *model.buffers()]
-    return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
 
 
 def run_exported(path: Path, fmt: str, inputs: Tensor) -> Tensor:
@@ -201,25 +133,22 @@ def run_exported(path: Path, fmt: str, inputs: Tensor) -> Tensor:
 
 
 def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, tolerance: float) -> dict[int, float]:
-    """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` and on ``batch[:1]``.
-
-    Two batch sizes check the dynamic batch axis. Returns ``{batch_size: max |exported - eager|}``.
+    """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` and on ``batch[:1]`` (two
+    batch sizes check the dynamic batch axis); returns ``{batch_size: max |exported - eager|}``.
 
     Raises:
-        ParityError: when a difference exceeds ``tolerance``, the outputs' shapes differ, or the
-            exported model does not run at one of the batch sizes.
+        ParityError: a difference exceeds ``tolerance``, the output shapes differ, or the exported
+            model does not run at one of the batch sizes.
     """
     diffs: dict[int, float] = {}
-    sizes = [batch] if len(batch) == 1 else [batch, batch[:1]]
-    for inputs in sizes:
+    for inputs in [batch] if len(batch) == 1 else [batch, batch[:1]]:
         with torch.no_grad():
             expected = eager(inputs).float()
         try:
             actual = run_exported(path, fmt, inputs)
         except Exception as error:
             raise ParityError(
-                f"{fmt} export of {path} does not run on a batch of {len(inputs)}: {type(error).__name__}: "
-                f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+                f"{fmt} export of {path} does not run on a batch of {len(inputs)}: {_first_line(error)}"
             ) from error
         if actual.shape != expected.shape:
             raise ParityError(
@@ -237,27 +166,22 @@ def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, toleranc
     return diffs
 
 
-def accuracy(logits: Tensor, targets: Tensor) -> float:
-    """Share of rows of ``logits`` ``[N, K]`` whose argmax equals ``targets`` ``[N]`` (0..1)."""
-    return float((logits.argmax(dim=-1) == targets).float().mean())
-
-
 def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str, float]:
-    """The quantization check's metric for this task: ``("accuracy", ...)`` when ``targets`` are class
-    indices (integers), else ``("MAE", ...)``, the mean absolute error of ``outputs`` ``[N]`` in the
-    target's original units when the model has ``to_original_units`` (the regressor)."""
+    """The quantization check's metric: ``("accuracy", share 0..1)`` of ``outputs`` ``[N, K]`` when
+    ``targets`` ``[N]`` are class indices, else ``("MAE", ...)`` of ``outputs`` ``[N]`` in the target's
+    original units when the model has ``to_original_units`` (the regressor)."""
     if not targets.dtype.is_floating_point:
-        return "accuracy", accuracy(outputs, targets)
+        return "accuracy", float(accuracy(outputs, targets, task="multiclass", num_classes=outputs.shape[-1]))
+    outputs = outputs.reshape(targets.shape)
     to_units = getattr(model, "to_original_units", None)
-    outputs, targets = outputs.reshape(targets.shape), targets
     if callable(to_units):
         outputs, targets = to_units(outputs), to_units(targets)
-    return "MAE", float((outputs - targets).abs().mean())
+    return "MAE", float(mean_absolute_error(outputs, targets))
 
 
 def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """Up to ``max(size, first batch)`` inputs of ``loader``'s batches, concatenated ``[B, ...]``:
-    the largest batch available however small the run's ``batch_size``."""
+    """The inputs of ``loader``'s first batches, concatenated ``[B, ...]`` with ``B <= max(size, first
+    batch)``: the largest batch available however small the run's ``batch_size``."""
     from .loading import split_batch
 
     parts: list[Tensor] = []
@@ -267,8 +191,7 @@ def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
             break
     if not parts:
         raise ValueError("the test split is empty: nothing to check the export on")
-    inputs = torch.cat(parts)
-    return inputs if len(parts) == 1 else inputs[:size]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)[:size]
 
 
 def export_checkpoint(
@@ -279,14 +202,12 @@ def export_checkpoint(
     quantize: str | None = None,
     tolerance: float = DEFAULT_TOLERANCE,
 ) -> ExportResult:
-    """Load ``ckpt_path``, export it to ``output`` as ``fmt``, check parity and return the result.
-
-    The real batch is the first batch of the test split of the data in ``config_path`` (a run's
-    ``config.yaml``). With ``quantize="dynamic"`` the int8 model is exported and checked, and the test
-    accuracy of the fp32 and int8 models is measured on the whole test split.
+    """Load ``ckpt_path``, export it to ``output`` as ``fmt`` and check parity on the test split of the
+    data in ``config_path`` (a run's ``config.yaml``). With ``quantize="dynamic"`` the int8 model is
+    exported and checked, and the test metric of both models is measured on the whole test split.
 
     Raises:
-        ParityError: the exported model differs from the eager one by more than ``tolerance``.
+        ExportError, ParityError: see :func:`write_model`, :func:`check_parity`.
     """
     from .loading import load_datamodule, load_model, predict_test_split
 
@@ -294,70 +215,39 @@ def export_checkpoint(
     datamodule = load_datamodule(config_path)
     datamodule.setup("test")
     batch = parity_batch(datamodule.test_dataloader())
-    accuracies: dict[str, float] = {}
+    metrics: dict[str, float] = {}
     metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
-        outputs, targets = predict_test_split(model, datamodule, desc="fp32 test metric")
-        metric, accuracies["fp32"] = test_metric(model, outputs, targets)
         eager = quantize_dynamic_int8(model).eval()
-        outputs, targets = predict_test_split(eager, datamodule, desc="int8 test metric")
-        metric, accuracies["int8"] = test_metric(eager, outputs, targets)
+        for name, net in (("fp32", model), ("int8", eager)):
+            outputs, targets = predict_test_split(net, datamodule, f"{name} test metric")
+            metric, metrics[name] = test_metric(net, outputs, targets)
     print(f"Exporting {ckpt_path} as {fmt} to {output} ...", flush=True)
     start = time.perf_counter()
-    write_model(eager, trace_example(batch), fmt, output)
+    write_model(eager, batch, fmt, output)
     print(f"Wrote {output} ({output.stat().st_size / 2**20:.2f} MiB) in {time.perf_counter() - start:.1f} s")
     diffs = check_parity(output, fmt, eager, batch, tolerance)
-    return ExportResult(output, fmt, diffs, tolerance, accuracies, metric)
-
-
-def build_parser() -> Any:
-    """The ``export`` command's jsonargparse parser."""
-    from jsonargparse import ArgumentParser
-
-    from .runs import add_run_folder_arguments
-
-    parser = ArgumentParser(
-        prog=f"python -m {__package__} export",
-        description=__doc__,
-    )
-    parser.add_argument(
-        "--ckpt_path", type=str, required=True, help="Checkpoint file, or best/last of the newest run."
-    )
-    parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
-    parser.add_argument(
-        "--quantize",
-        type=Literal["dynamic"] | None,
-        default=None,
-        help="int8 dynamic quantization of Linear layers (exported as torchscript).",
-    )
-    parser.add_argument(
-        "--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest allowed max abs difference."
-    )
-    parser.add_argument(
-        "--output", type=str | None, default=None, help="Output file (default: in a new run folder)."
-    )
-    parser.add_argument(
-        "--config",
-        type=str | None,
-        default=None,
-        help="The run's config.yaml, for the data (default: next to the checkpoint's folder).",
-    )
-    add_run_folder_arguments(parser)
-    return parser
+    return ExportResult(output, diffs, metrics, metric)
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project export ARGS``.
+    """Run ``python -m project export ARGS``: exit code 2 on bad input; :class:`ExportError` or
+    :class:`ParityError` on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
+    from jsonargparse import ArgumentParser
 
-    Exits 2 on bad input; raises :class:`ExportError` or :class:`ParityError` (one ``error:`` line and
-    exit code 1 from :func:`project.cli.main`) when the exporter or the parity check fails.
-    """
     from .loading import resolve_checkpoint, run_config_of
     from .provenance import collect, write_provenance
-    from .runs import create_run_dir
+    from .runs import add_run_folder_arguments, create_run_dir
 
-    parser = build_parser()
+    parser = ArgumentParser(prog=f"python -m {__package__} export", description=__doc__)
+    parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
+    parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
+    parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
+    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest max abs diff.")
+    parser.add_argument("--output", type=str | None, help="Output file (default: in a new run folder).")
+    parser.add_argument("--config", type=str | None, help="Run config.yaml (default: the checkpoint's).")
+    add_run_folder_arguments(parser)
     cfg = parser.parse_args(args)
     if cfg.quantize and cfg.format != "torchscript":
         parser.error(
@@ -379,11 +269,10 @@ def main(args: list[str]) -> None:
         output = Path(cfg.output)
     else:
         output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
-        # Provenance: code, versions and source checkpoint, in the export's run folder.
         write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())
-    print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {result.tolerance:g}")
+    print(f"Parity check passed: max abs diff vs eager ({diffs}) <= tolerance {cfg.tolerance:g}")
     if result.accuracy:
         fp32, int8 = result.accuracy["fp32"], result.accuracy["int8"]
         print(f"Test {result.metric_name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")

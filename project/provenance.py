@@ -1,25 +1,14 @@
 """Provenance: which code, environment and seed produced a run, recorded where the run's results are.
 
-Every run folder gets a ``provenance.yaml`` (fit, validate, test, predict and the tuning commands
-through the :class:`Provenance` callback; ``export`` through :func:`write_provenance`), and the same
-facts go into every checkpoint (key ``"provenance"``) and the W&B run config (key ``"provenance"``):
+Every run folder gets a ``provenance.yaml`` (the Trainer commands through the :class:`Provenance`
+callback, ``export`` through :func:`write_provenance`); the same facts go into every checkpoint and the
+W&B run config (key ``"provenance"``): ``command`` (``sys.orig_argv``), ``working_dir``, ``started``
+(local time with its UTC offset), ``seed`` (``PL_GLOBAL_SEED`` or ``None``), ``git.package`` and
+``git.working_dir`` (:func:`git_state` of the package's checkout, the code that ran, and of the working
+directory, or ``"same checkout as package"``), ``versions`` (:func:`versions`) and ``devices``.
 
-- ``command``: the interpreter's command line (``sys.orig_argv``), ``working_dir`` and ``started``
-  (local time with its UTC offset);
-- ``seed``: the global seed Lightning set (``PL_GLOBAL_SEED``), or ``None`` when none was set;
-- ``git.package``: the git checkout holding this package's source (the code that ran): ``commit``,
-  ``dirty`` (tracked files differ from the commit), ``diff`` (``git diff HEAD`` of tracked files, cut
-  at :data:`MAX_DIFF_CHARS` with a note saying so; in the run folder it is the file
-  ``provenance.<package|working_dir>.diff``), ``untracked`` (up to :data:`MAX_UNTRACKED` names);
-  ``git.working_dir``: the same for the working directory (configs and data often live there), or
-  ``"same checkout as package"``. A folder outside any checkout (e.g. an installed wheel) records
-  ``git: not a git checkout``; without the ``git`` program, ``git: git is not installed``;
-- ``versions``: Python, torch (and the CUDA / cuDNN it was built with), lightning, torchmetrics,
-  jsonargparse, wandb, numpy;
-- ``devices``: the accelerator and device names the trainer ran on.
-
-Loading a checkpoint whose saved torch or Lightning major.minor version differs from the running one
-warns once per file (:func:`warn_on_version_change`): results and even loading may differ.
+Loading a checkpoint saved under another major.minor version of torch or Lightning warns once per file
+(:func:`warn_on_version_change`): results and even loading may differ.
 """
 
 from __future__ import annotations
@@ -28,7 +17,6 @@ import copy
 import os
 import platform
 import shlex
-import shutil
 import subprocess
 import sys
 import warnings
@@ -52,35 +40,33 @@ MAX_DIFF_CHARS = 50_000
 MAX_UNTRACKED = 20
 #: Distributions whose versions are recorded (``torch`` gets its CUDA/cuDNN build as well).
 VERSIONED = ("torch", "lightning", "torchmetrics", "jsonargparse", "wandb", "numpy")
-NOT_A_CHECKOUT = "not a git checkout"
 #: The version Lightning itself stores in every checkpoint it saves.
 LIGHTNING_CKPT_KEY = "pytorch-lightning_version"
 
 
 def _git(folder: Path, *args: str) -> str:
     """Output of ``git -C folder ARGS`` (raises ``CalledProcessError`` on a non-zero exit)."""
-    result = subprocess.run(
+    return subprocess.run(
         ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=30
-    )
-    return result.stdout
+    ).stdout
 
 
 def git_state(folder: str | Path) -> dict[str, Any]:
-    """The git state of the checkout that holds ``folder``.
+    """The git state of the checkout that holds ``folder``; never raises for a missing checkout or git.
 
     Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the
-    first commit; ``diff`` is ``""`` when clean, and is cut at :data:`MAX_DIFF_CHARS` characters with a
-    ``diff_cut`` note), or ``{"path", "git": "not a git checkout"}`` outside a checkout, or
-    ``{"path", "git": "git is not installed"}``, or ``{"path", "commit", "git": "git failed: ..."}``
-    when ``git status``/``git diff`` fail. Never raises for a missing checkout or git.
+    first commit; ``diff``, ``git diff HEAD`` of tracked files, is ``""`` when clean and cut at
+    :data:`MAX_DIFF_CHARS` characters with a ``diff_cut`` note; at most :data:`MAX_UNTRACKED` untracked
+    names), else ``{"path", "git": "not a git checkout" | "git is not installed"}``, or
+    ``{"path", "commit", "git": "git failed: ..."}`` when ``git status``/``git diff`` fail.
     """
     path = Path(folder).resolve()
-    if shutil.which("git") is None:
-        return {"path": str(path), "git": "git is not installed"}
     try:
         top = Path(_git(path, "rev-parse", "--show-toplevel").strip())
+    except FileNotFoundError:
+        return {"path": str(path), "git": "git is not installed"}
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-        return {"path": str(path), "git": NOT_A_CHECKOUT}
+        return {"path": str(path), "git": "not a git checkout"}
     state: dict[str, Any] = {"path": str(top)}
     try:
         state["commit"] = _git(top, "rev-parse", "HEAD").strip()
@@ -112,38 +98,32 @@ def versions() -> dict[str, Any]:
 
     found: dict[str, Any] = {"python": platform.python_version()}
     for name in VERSIONED:
-        module = sys.modules.get(name)  # the version that runs, if imported; else the installed one
+        module = sys.modules.get(name)  # the version that runs (torch's with its build: 2.4.1+cu121)
         try:
             found[name] = str(getattr(module, "__version__", None) or version(name))
         except PackageNotFoundError:
             found[name] = None
-    found["torch"] = str(torch.__version__)  # with its local label, e.g. 2.4.1+cu121
     found["torch_cuda"] = torch.version.cuda
     found["torch_cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return found
 
 
 def devices(trainer: Trainer | None = None) -> dict[str, Any]:
-    """The accelerator and the names of the devices ``trainer`` runs on (all visible ones without a
-    trainer), e.g. ``{"accelerator": "cuda", "names": ["NVIDIA H100 80GB HBM3"]}``."""
+    """The accelerator and the names of the devices ``trainer`` runs on (the CPU without a trainer, as
+    for ``export``), e.g. ``{"accelerator": "CUDAAccelerator", "names": ["NVIDIA H100 80GB HBM3"]}``."""
     import torch
 
     name = type(trainer.accelerator).__name__ if trainer is not None else "none"
     if trainer is not None and trainer.strategy.root_device.type == "cuda":
-        ids = trainer.device_ids
-    elif trainer is None and torch.cuda.is_available():
-        ids = list(range(torch.cuda.device_count()))
-    else:
-        processor = platform.processor() or platform.machine()
-        return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
-    return {"accelerator": name, "names": [torch.cuda.get_device_name(index) for index in ids]}
+        return {"accelerator": name, "names": [torch.cuda.get_device_name(i) for i in trainer.device_ids]}
+    processor = platform.processor() or platform.machine()
+    return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
 
 
 def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
     """All the facts above as plain data (``yaml.safe_dump``-able, loadable with ``weights_only``);
     ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
-    package_dir = Path(__file__).resolve().parent
-    package = git_state(package_dir)
+    package = git_state(Path(__file__).resolve().parent)
     working = git_state(Path.cwd())
     seed = os.environ.get("PL_GLOBAL_SEED")
     return {
@@ -164,12 +144,8 @@ def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
 
 
 def write_provenance(folder: str | Path, facts: dict[str, Any]) -> Path:
-    """Write ``facts`` to ``folder/provenance.yaml`` and return its path.
-
-    Each non-empty diff goes into its own file next to it, ``provenance.<checkout>.diff`` (plain text
-    that ``git apply`` takes; a diff inside YAML would be one long quoted string), and the YAML names
-    that file instead.
-    """
+    """Write ``facts`` to ``folder/provenance.yaml`` and return its path. Each non-empty diff goes into
+    its own file, ``provenance.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     record = copy.deepcopy(facts)
@@ -192,11 +168,9 @@ def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
 def summary(facts: dict[str, Any]) -> str:
     """One line: the package's commit (and ``dirty``), torch, lightning and the seed."""
     git = facts.get("git", {}).get("package", {})
-    code = (
-        f"commit {git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}"
-        if git.get("commit")
-        else git.get("git", "no commit")
-    )
+    code = git.get("git", "no commit")  # "not a git checkout", "git is not installed", ...
+    if git.get("commit"):
+        code = f"commit {git['commit'][:12]}" + (" (dirty)" if git.get("dirty") else "")
     found = facts.get("versions", {})
     return f"{code}, torch {found.get('torch')}, lightning {found.get('lightning')}, seed {facts.get('seed')}"
 
@@ -235,12 +209,9 @@ class VersionChangeWarning(UserWarning):
 _warned: set[str] = set()
 
 
-def _major_minor(text: str | None) -> tuple[int, ...] | None:
-    """``(major, minor)`` of a version string such as ``2.4.1+cu121``, or ``None``."""
-    try:
-        return tuple(int(part) for part in str(text).split("+")[0].split(".")[:2])
-    except ValueError:
-        return None
+def _major_minor(text: str) -> list[str]:
+    """``["2", "4"]`` for the version ``2.4.1+cu121``."""
+    return str(text).split("+")[0].split(".")[:2]
 
 
 def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list[str]:

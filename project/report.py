@@ -2,19 +2,13 @@
 checkpoint).
 
 Writes into ``RUN_DIR/report/`` (or ``--output``), each ``WIDTH x HEIGHT`` pixels (640 x 480):
-
-- ``loss.png``: ``train/loss`` per logged step and ``val/loss`` per epoch, against the optimizer step;
-- ``accuracy.png``: ``train/acc`` and ``val/acc`` per epoch;
-- ``lr.png``: the LR schedule (``train/lr``) against the optimizer step;
-- ``memory.png``: every ``memory/*`` key (MiB) against the optimizer step;
-- ``confusion_matrix.png``: counts of (true class, predicted class) on the test split, predicted by the
-  run's best checkpoint (``RUN_DIR/checkpoints/best.ckpt``, or ``--ckpt_path``) on the data of the
-  run's ``config.yaml``. Recomputing it here, rather than logging it during ``test``, makes the report
-  work for any finished ``fit`` run. Skipped (with a message) when the run has no checkpoint.
-
-A plot whose keys are not in ``metrics.csv`` is skipped with a message. The run's provenance (commit,
-versions, seed: ``provenance.yaml``) is summed up in one line; ``--print_provenance`` prints all of it
-and its diffs, and writes no plots.
+``loss.png`` (``train/loss`` per logged step, ``val/loss`` per epoch, against the optimizer step),
+``accuracy.png`` (``train/acc`` and ``val/acc`` per epoch), ``lr.png`` (``train/lr`` against the
+optimizer step), ``memory.png`` (every ``memory/*`` key, MiB), and ``confusion_matrix.png``: counts of
+(true, predicted class) on the test split, predicted by the run's ``checkpoints/best.ckpt`` (or
+``--ckpt_path``) on the data of the run's ``config.yaml``, so it works for any finished ``fit`` run.
+A plot without data is skipped with a message. The run's provenance (``provenance.yaml``) is summed
+up in one line; ``--print_provenance`` prints all of it and its diffs, and writes no plots.
 """
 
 from __future__ import annotations
@@ -27,25 +21,14 @@ from typing import Any
 from .provenance import PROVENANCE_FILE, read_provenance
 from .provenance import summary as provenance_summary
 
-#: Size of every figure: inches x dpi = 640 x 480 pixels.
-FIGSIZE = (6.4, 4.8)
-DPI = 100
-WIDTH, HEIGHT = 640, 480
+#: Size of every figure in pixels, and its dots per inch.
+WIDTH, HEIGHT, DPI = 640, 480, 100
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
-    """Rows of a Lightning ``metrics.csv`` with the empty cells dropped and the rest as floats.
-
-    Raises:
-        FileNotFoundError: no such file.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass a run folder that has a metrics.csv")
+    """Rows of a Lightning ``metrics.csv``, the empty cells dropped and the rest as floats."""
     with path.open(newline="") as handle:
-        return [
-            {key: float(value) for key, value in row.items() if value not in ("", None)}
-            for row in csv.DictReader(handle)
-        ]
+        return [{key: float(value) for key, value in row.items() if value} for row in csv.DictReader(handle)]
 
 
 def series(rows: Sequence[dict[str, float]], key: str, x: str = "step") -> tuple[list[float], list[float]]:
@@ -54,16 +37,18 @@ def series(rows: Sequence[dict[str, float]], key: str, x: str = "step") -> tuple
     return [p[0] for p in points], [p[1] for p in points]
 
 
-def _figure() -> tuple[Any, Any]:
+def new_figure() -> tuple[Any, Any]:
+    """A matplotlib ``(figure, axes)`` of ``WIDTH x HEIGHT`` pixels, drawn without a display."""
     import matplotlib
 
-    matplotlib.use("Agg")  # files only, no display needed
+    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=FIGSIZE, dpi=DPI)
+    return plt.subplots(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
 
 
-def _save(figure: Any, path: Path) -> Path:
+def save_figure(figure: Any, path: Path) -> Path:
+    """Write ``figure`` to ``path`` (PNG), close it and return ``path``."""
     import matplotlib.pyplot as plt
 
     figure.tight_layout()
@@ -79,34 +64,32 @@ def plot_lines(
     present = [key for key in keys if series(rows, key, x)[0]]
     if not present:
         return None
-    figure, axes = _figure()
+    figure, axes = new_figure()
     for key in present:
         xs, ys = series(rows, key, x)
         axes.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=3, label=key)
     axes.set(title=title, xlabel="optimizer step" if x == "step" else x, ylabel=ylabel)
     axes.grid(alpha=0.3)
     axes.legend()
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Path) -> Path:
     """Plot the confusion matrix (rows: true class, columns: predicted class; counts) into ``path``."""
     from sklearn.metrics import ConfusionMatrixDisplay
 
-    figure, axes = _figure()
+    figure, axes = new_figure()
     ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
     correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
-    axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / max(1, len(targets)):.3f})")
-    return _save(figure, path)
+    axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / len(targets):.3f})")
+    return save_figure(figure, path)
 
 
 def write_report(
     run_dir: Path, output: Path, ckpt_path: Path | None = None, config_path: Path | None = None
 ) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
-
-    ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``.
-    """
+    ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``."""
     from .progress import track
 
     rows = read_metrics(run_dir / "metrics.csv")
@@ -127,78 +110,59 @@ def write_report(
             written[name] = path
     ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
     config = config_path or run_dir / "config.yaml"
-    if ckpt.is_file() and config.is_file():
-        from .loading import load_datamodule, load_model, predict_test_split
-
-        logits, targets = predict_test_split(
-            load_model(ckpt), load_datamodule(config), desc="confusion matrix"
-        )
-        if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
-            print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
-        elif len(targets):
-            path = output / "confusion_matrix.png"
-            written["confusion_matrix"] = plot_confusion_matrix(
-                targets.tolist(), logits.argmax(dim=-1).tolist(), path
-            )
-    else:
+    if not (ckpt.is_file() and config.is_file()):
         print(f"skipped confusion_matrix.png: needs {ckpt} and {config}")
+        return written
+    from .loading import load_datamodule, load_model, predict_test_split
+
+    logits, targets = predict_test_split(load_model(ckpt), load_datamodule(config), desc="confusion matrix")
+    if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
+        print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
+    elif len(targets):
+        path = output / "confusion_matrix.png"
+        written["confusion_matrix"] = plot_confusion_matrix(
+            targets.tolist(), logits.argmax(-1).tolist(), path
+        )
     return written
 
 
-def print_provenance(run_dir: Path, parser: Any) -> None:
-    """Print ``RUN_DIR/provenance.yaml`` and the diff files it names (``parser.error`` when missing)."""
-    path = run_dir / PROVENANCE_FILE
-    if not path.is_file():
-        parser.error(f"RUN_DIR={str(run_dir)!r}: no {PROVENANCE_FILE} there; pass a run folder (logs/<run>)")
-    print(path.read_text(), end="")
-    for diff in sorted(run_dir.glob("provenance.*.diff")):
-        print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
-
-
 def main(args: list[str]) -> None:
-    """Run ``python -m project report RUN_DIR [--output DIR] [--ckpt_path CKPT]``.
-
-    Exits 2 on bad input.
-    """
+    """Run ``python -m project report ARGS`` (exit code 2 on bad input)."""
     from jsonargparse import ArgumentParser
+
+    from .runs import resolve_checkpoint
 
     parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)
     parser.add_argument("run_dir", type=str, help="Run folder (holds metrics.csv).")
+    parser.add_argument("--output", type=str | None, help="Folder for the PNGs (default RUN_DIR/report).")
     parser.add_argument(
-        "--output", type=str | None, default=None, help="Folder for the PNGs (default RUN_DIR/report)."
+        "--ckpt_path", type=str | None, help="For the confusion matrix (default: the run's best)."
     )
+    parser.add_argument("--config", type=str | None, help="Run config for the data (default: the run's).")
+    parser.add_argument("--logs_dir", type=str, default="logs", help="Where --ckpt_path=best|last looks.")
     parser.add_argument(
-        "--ckpt_path",
-        type=str | None,
-        default=None,
-        help="Checkpoint for the confusion matrix (default: the run's best).",
-    )
-    parser.add_argument(
-        "--config", type=str | None, default=None, help="Run config for the data (default: the run's)."
-    )
-    parser.add_argument(
-        "--print_provenance",
-        action="store_true",
-        help="Print the run's provenance.yaml (code, versions, seed) and its diffs, and stop.",
+        "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
     )
     cfg = parser.parse_args(args)
     run_dir = Path(cfg.run_dir)
     if cfg.print_provenance:
-        print_provenance(run_dir, parser)
+        if not (run_dir / PROVENANCE_FILE).is_file():
+            parser.error(
+                f"RUN_DIR={cfg.run_dir!r}: no {PROVENANCE_FILE} there; pass a run folder (logs/<run>)"
+            )
+        print((run_dir / PROVENANCE_FILE).read_text(), end="")
+        for diff in sorted(run_dir.glob("provenance.*.diff")):
+            print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
         return
     if not (run_dir / "metrics.csv").is_file():
         parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
-    if cfg.ckpt_path and not Path(cfg.ckpt_path).is_file():
-        parser.error(f"--ckpt_path={cfg.ckpt_path!r}: no such file")
+    try:
+        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
+    except FileNotFoundError as error:
+        parser.error(str(error))
     facts = read_provenance(run_dir)
     if facts is not None:
         print(f"provenance: {provenance_summary(facts)} (--print_provenance shows all)")
     output = Path(cfg.output) if cfg.output else run_dir / "report"
-    written = write_report(
-        run_dir,
-        output,
-        Path(cfg.ckpt_path) if cfg.ckpt_path else None,
-        Path(cfg.config) if cfg.config else None,
-    )
-    for path in written.values():
+    for path in write_report(run_dir, output, ckpt, Path(cfg.config) if cfg.config else None).values():
         print(f"wrote {path}")

@@ -1,24 +1,17 @@
 """``python -m project lr_find`` and ``python -m project scale_batch_size``:
-Lightning's Tuner from the CLI.
+Lightning's ``Tuner`` from the CLI.
 
-Both take the same config files and overrides as ``fit`` (``--config``, ``--model.*``, ``--data.*``,
-``--trainer.*``), create a run folder ``logs/<timestamp>_<command>/`` and write a small config there
-that applies the suggestion to a later run: ``python -m project fit --config <that file>``.
+Both take the same config files and overrides as ``fit``, create a run folder
+``logs/<timestamp>_<command>/``, write a small config there that applies the suggestion, and print the
+``fit`` command that reruns the experiment with it (:func:`rerun_command`).
 
 - ``lr_find``: the LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks";
-  Lightning's ``Tuner.lr_find``): ``--tune.num_training`` steps with the LR growing exponentially from
-  ``--tune.min_lr`` to ``--tune.max_lr``. The suggestion is this module's :func:`suggest_lr` (not
-  Lightning's ``suggestion()``, see there why), with a warning when the curve does not support it.
-  Writes ``lr_find.png`` (loss vs LR, suggestion marked) and ``suggested_lr.yaml`` (the optimizer's
-  ``class_path`` and ``lr``). The warmup-cosine callback and the health checks' loss checks are
-  switched off for the test (the loss is meant to blow up at its end).
-- ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode (doubles the configured batch size
-  until memory runs out, ``--tune.max_trials`` batch sizes were tried, or the next size would exceed the
-  training split) and writes ``suggested_batch_size.yaml`` (the DataModule's ``class_path`` and
-  ``batch_size``).
-
-Both print the command that reruns the tuned experiment with the suggestion: the same arguments
-(``--config`` files and overrides, in order, without ``--tune.*``) followed by ``--config <file>``.
+  ``Tuner.lr_find``) from ``--tune.min_lr`` to ``--tune.max_lr`` over ``--tune.num_training`` steps,
+  with the warmup-cosine callback, the health checks and the logger off (the loss is meant to blow up
+  at the end). The suggestion is :func:`suggest_lr`, not Lightning's ``suggestion()`` (see
+  :func:`unsmooth_lightning_losses`). Writes ``lr_find.png`` and ``suggested_lr.yaml``.
+- ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode, at most ``--tune.max_trials`` sizes
+  and never past the training split; writes ``suggested_batch_size.yaml``.
 """
 
 from __future__ import annotations
@@ -36,6 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
 
 from .cli import ProjectCLI
+from .errors import ProjectError
 
 
 class _TuneCLI(ProjectCLI):
@@ -47,9 +41,7 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.min_lr", type=float, default=1e-6, help="lr_find: first LR.")
         parser.add_argument("--tune.max_lr", type=float, default=1.0, help="lr_find: last LR.")
         parser.add_argument("--tune.num_training", type=int, default=100, help="lr_find: steps.")
-        parser.add_argument(
-            "--tune.max_trials", type=int, default=8, help="scale_batch_size: most batch sizes tried."
-        )
+        parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: most tries.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
@@ -73,22 +65,14 @@ def _cli(command: str, args: list[str]) -> _TuneCLI:
     return _TuneCLI(args=[*defaults, *args], run=False)
 
 
-#: Smoothing factor of Lightning's LR-finder loss (``_LRCallback(beta=0.98)``, fastai's value).
-LIGHTNING_LR_FINDER_BETA = 0.98
+def unsmooth_lightning_losses(smoothed: Sequence[float], beta: float = 0.98) -> np.ndarray:
+    """The per-step training losses (float64 ``[T]``) behind the curve Lightning's LR finder records
+    with the smoothing factor ``beta`` (``_LRCallback(beta=0.98)``, fastai's value).
 
-
-def unsmooth_lightning_losses(
-    smoothed: Sequence[float], beta: float = LIGHTNING_LR_FINDER_BETA
-) -> np.ndarray:
-    """Recover the per-step training losses from the curve Lightning's LR finder records.
-
-    Lightning 2.6 (``lightning.pytorch.tuner.lr_finder._LRCallback``) records
-    ``s_t = a_t / (1 - beta**(t + 2))`` with ``a_t = beta * a_{t-1} + (1 - beta) * loss_t`` for the
-    ``t``-th optimizer step (0-based): its bias correction uses ``trainer.global_step``, which is
-    already ``t + 1`` when the loss is recorded, so the curve starts at about half the true loss
-    (``s_0 = 0.02 / 0.0396 * loss_0``) and climbs for the first ~50 steps. That, not training, is why its
-    curve starts well below the initial loss. Inverting the formula gives the raw losses back
-    (float64, ``[T]``); a test pins the formula. Non-finite entries stay NaN and restart the recursion.
+    Lightning 2.6 (``tuner.lr_finder._LRCallback``) records ``s_t = a_t / (1 - beta**(t + 2))`` with
+    ``a_t = beta * a_{t-1} + (1 - beta) * loss_t`` at optimizer step ``t`` (its bias correction is one
+    step off), so its curve starts at about half the true loss and climbs for ~50 steps. This inverts
+    that formula (a test pins it); from the first non-finite value on, the result is NaN.
     """
     raw = np.full(len(smoothed), np.nan)
     previous = 0.0
@@ -112,34 +96,28 @@ class LRSuggestion:
 
 
 def suggest_lr(lrs: Sequence[float], losses: Sequence[float] | np.ndarray) -> LRSuggestion:
-    """Suggest an initial LR from an LR range test (Smith 2017, section 3.3).
+    """Suggest an initial LR from the per-step LRs and raw training losses, ``[T]`` each (Smith 2017,
+    section 3.3): the steepest descent of the loss per decade of LR before its minimum.
 
-    ``lrs`` and ``losses`` are the per-step LRs and raw (unsmoothed) training losses, ``[T]`` each.
-    The losses are smoothed with a centred moving average over ``w = max(5, T // 10)`` steps (odd),
-    which, unlike an exponential moving average, does not shift the curve towards higher LRs. The
-    suggestion is the LR of the steepest descent of the smoothed loss (per decade of LR) among the
-    steps before its minimum, so neither the flat start nor the divergence at the end can win.
-
-    The suggestion is flagged unreliable (``warnings``) when the loss fell by less than 10% from its
-    start, when the steepest descent sits where the loss is still within 2% of its start (the flat
-    part), when the minimum is at the last step (the range ended before the loss turned up: raise
-    ``max_lr``), or when Smith's other rule of thumb, a tenth of the LR at the minimum, differs from
-    it by more than 10x.
+    The loss is smoothed by a centred moving average over ``max(5, T // 10)`` steps (odd), which, unlike
+    an exponential one, does not shift the curve towards higher LRs. ``warnings`` flag an unreliable
+    suggestion: the loss fell by less than 10%, the suggestion is on the flat start (within 2% of the
+    start), the minimum is at the last step (raise ``max_lr``), or a tenth of the LR at the minimum
+    (Smith's other rule) is more than 10x away.
     """
     lr = np.asarray(lrs, dtype=np.float64)
     loss = np.asarray(losses, dtype=np.float64)
     finite = np.isfinite(loss)
     if finite.sum() < 5:
         return LRSuggestion(None, None, loss, ["fewer than 5 finite losses"])
-    last = int(np.flatnonzero(finite)[-1]) if finite.all() else int(np.argmin(finite)) - 1
-    lr, loss = lr[: last + 1], loss[: last + 1]
+    end = len(loss) if finite.all() else int(np.argmin(finite))  # up to the first non-finite loss
+    lr, loss = lr[:end], loss[:end]
     width = max(5, len(loss) // 10) | 1
-    half = width // 2
-    padded = np.pad(loss, (half, half), mode="edge")
+    padded = np.pad(loss, (width // 2, width // 2), mode="edge")
     smoothed = np.convolve(padded, np.ones(width) / width, mode="valid")
     minimum = int(np.argmin(smoothed))
     slope = np.gradient(smoothed, np.log10(lr))
-    index = int(np.argmin(slope[: minimum + 1])) if minimum > 0 else 0
+    index = int(np.argmin(slope[: minimum + 1]))
     start, low = float(smoothed[0]), float(smoothed[minimum])
     notes: list[str] = []
     if not low < 0.9 * start:
@@ -161,32 +139,19 @@ def rerun_command(args: Sequence[str], suggestion: Path) -> str:
     own arguments, ``--config`` files and overrides in their order) without ``--tune.*``, then
     ``--config suggestion`` (last, so it wins)."""
     kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-            continue
-        if arg.startswith("--tune."):
-            skip_value = "=" not in arg
-            continue
-        kept.append(arg)
+    tokens = iter(args)
+    for arg in tokens:
+        if not arg.startswith("--tune."):
+            kept.append(arg)
+        elif "=" not in arg:
+            next(tokens, None)  # the option's value
     return shlex.join(["python", "-m", str(__package__), "fit", *kept, "--config", str(suggestion)])
-
-
-def _class_path(value: Any) -> str | None:
-    """``class_path`` of a config value (a jsonargparse ``Namespace`` or dict), if it has one."""
-    getter = getattr(value, "get", None)
-    return getter("class_path") if getter is not None else None
 
 
 def lr_find(args: list[str]) -> tuple[float, Path]:
     """Run the LR range test; returns the suggested LR and the path of the written config."""
-    cli = _cli("lr_find", args)
+    cli = _cli("lr_find", args)  # bad --tune.* values stopped there (exit 2), before any run folder
     options = cli.config.tune
-    if not 0 < options.min_lr < options.max_lr:
-        cli.parser.error(
-            f"--tune.min_lr={options.min_lr} and --tune.max_lr={options.max_lr}: need 0 < min < max"
-        )
     finder = Tuner(cli.trainer).lr_find(
         cli.model,
         datamodule=cli.datamodule,
@@ -195,31 +160,23 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
         num_training=options.num_training,
         update_attr=False,
     )
-    if finder is None:
-        raise RuntimeError("lr_find returned no result (it does not run on non-zero ranks)")
+    assert finder is not None  # None only on ranks > 0; the tuning commands run in one process
     lrs = list(finder.results["lr"])
     losses = unsmooth_lightning_losses(finder.results["loss"])
     found = suggest_lr(lrs, losses)
     plot = cli.run_dir / "lr_find.png"
     _plot_lr_curve(plot, lrs, losses, found)
-    if found.lr is None or not math.isfinite(found.lr):
-        raise RuntimeError(
+    if found.lr is None:
+        raise ProjectError(
             f"lr_find could not suggest an LR (too few finite losses); see {plot} and try more "
             "--tune.num_training steps or a narrower --tune.min_lr/--tune.max_lr range"
         )
-    optimizer = cli.config.model.init_args.get("optimizer")
-    optimizer_class = _class_path(optimizer) or "torch.optim.AdamW"
+    optimizer = cli.config.model.init_args.get("optimizer") or {}
+    optimizer_class = optimizer.get("class_path", "torch.optim.AdamW")
     path = cli.run_dir / "suggested_lr.yaml"
-    model_class = cli.config.model.get("class_path")
-    _write_config(
-        path,
-        {
-            "model": {
-                "init_args": {"optimizer": {"class_path": optimizer_class, "init_args": {"lr": found.lr}}}
-            }
-        },
-        f"LR suggested by lr_find for {optimizer_class} on {model_class}",
-    )
+    suggestion = {"optimizer": {"class_path": optimizer_class, "init_args": {"lr": found.lr}}}
+    comment = f"LR suggested by lr_find for {optimizer_class} on {cli.config.model.get('class_path')}"
+    _write_config(path, {"model": {"init_args": suggestion}}, comment)
     print(f"Suggested LR: {found.lr:.3g} for {optimizer_class} (plot: {plot})")
     for note in found.warnings:
         print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
@@ -229,12 +186,9 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
 
 def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: LRSuggestion) -> None:
     """Write ``path``: raw and smoothed training loss vs LR (log x axis), the suggestion marked."""
-    import matplotlib
+    from .report import new_figure, save_figure
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(6.4, 4.8))
+    figure, axes = new_figure()
     axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
     axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
     if found.index is not None:
@@ -244,24 +198,9 @@ def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: 
     finite = losses[np.isfinite(losses)]
     if len(finite):  # keep the divergence at the end from squashing the rest of the curve
         axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
-    axes.set_xscale("log")
-    axes.set_xlabel("learning rate")
-    axes.set_ylabel("training loss")
+    axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
     axes.legend()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
-
-
-def train_split_size(datamodule: Any) -> int | None:
-    """Number of samples in the DataModule's training split (after ``setup("fit")``), if it has a length."""
-    datamodule.setup("fit")
-    dataset = getattr(datamodule, "train_set", None)
-    if dataset is None:
-        dataset = getattr(datamodule.train_dataloader(), "dataset", None)
-    try:
-        return len(dataset)  # type: ignore[arg-type]
-    except TypeError:
-        return None
+    save_figure(figure, path)
 
 
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
@@ -269,18 +208,18 @@ LIGHTNING_MAX_BATCH_SIZE = 8192
 
 
 def scale_batch_size(args: list[str]) -> tuple[int, Path]:
-    """Find the largest batch size that fits; returns it and the path of the written config.
-
-    The search doubles from the configured batch size. It never goes past the training split: Lightning
-    stops only once the batch size is at least the dataset's length, so after 1,024 on 1,168 samples
-    it would try (and suggest) 2,048, which is one short batch per epoch. The number of trials is
-    capped so that the last size tried is at most the training split, and the message says which limit
-    ended the search.
-    """
+    """Find the largest batch size that fits, doubling from the configured one; returns it and the path
+    of the written config. The trials are capped so that the last size is at most the training split
+    (Lightning stops only once it reaches the split: 2,048 on 1,168 samples); the message says which
+    limit ended the search."""
     cli = _cli("scale_batch_size", args)
     start = int(getattr(cli.datamodule, "batch_size", 2))
     requested = int(cli.config.tune.max_trials)
-    samples = train_split_size(cli.datamodule)
+    cli.datamodule.setup("fit")
+    try:
+        samples: int | None = len(cli.datamodule.train_dataloader().dataset)
+    except TypeError:  # an iterable dataset without a length
+        samples = None
     trials = requested
     if samples is not None:
         if start > samples:
@@ -289,15 +228,9 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
                 f"start from a smaller --data.batch_size"
             )
         trials = min(requested, math.floor(math.log2(samples / start)) + 1)
-    size = Tuner(cli.trainer).scale_batch_size(
-        cli.model,
-        datamodule=cli.datamodule,
-        mode="power",
-        init_val=start,
-        max_trials=trials,
-    )
-    if size is None:
-        raise RuntimeError("scale_batch_size returned no result")
+    tuner = Tuner(cli.trainer)
+    size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
+    assert size is not None  # None only on ranks > 0; the tuning commands run in one process
     largest_tried = start * 2 ** (trials - 1)
     if size < largest_tried and size < LIGHTNING_MAX_BATCH_SIZE:
         reason = f"batch size {size * 2} ran out of memory"
@@ -309,11 +242,8 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
         reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
     path = cli.run_dir / "suggested_batch_size.yaml"
     data_class = cli.config.data.get("class_path")
-    _write_config(
-        path,
-        {"data": {"class_path": data_class, "init_args": {"batch_size": int(size)}}},
-        f"batch size suggested by scale_batch_size for {data_class}",
-    )
+    suggested = {"data": {"class_path": data_class, "init_args": {"batch_size": int(size)}}}
+    _write_config(path, suggested, f"batch size suggested by scale_batch_size for {data_class}")
     print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
     print(f"Use it: {rerun_command(args, path)}")
     return int(size), path

@@ -80,6 +80,7 @@ def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_pa
     assert "health check 'loss_finite' failed" in result.stderr and "nan at global step 3" in result.stderr
     assert "LR then" in result.stderr and "Traceback" not in result.stderr
     (run,) = run_dirs(tmp_path / "logs")
+    assert f"the last good checkpoint is {run.resolve() / 'checkpoints' / 'last.ckpt'}." in result.stderr
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == 2 and last["epoch"] == 0, "the last good checkpoint (end of epoch 0) stays"
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values() if t.is_floating_point())

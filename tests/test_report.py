@@ -26,6 +26,9 @@ def test_report_writes_every_plot_as_a_readable_png(
         image = matplotlib.image.imread(path)
         assert image.shape[:2] == (report.HEIGHT, report.WIDTH), name
         assert image[..., :3].std() > 0.01, f"{name}.png is blank"
+    # --ckpt_path takes the aliases every command takes: last of the newest run (this one)
+    main(["report", str(cli.run_dir), "--ckpt_path=last", "--output", str(cli.run_dir / "last")])
+    assert f"wrote {cli.run_dir / 'last' / 'confusion_matrix.png'}" in capsys.readouterr().out
 
 
 def test_report_reads_metrics_and_rejects_a_folder_without_them(
@@ -41,3 +44,9 @@ def test_report_reads_metrics_and_rejects_a_folder_without_them(
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(tmp_path / "out")])
     assert exit_info.value.code == 2 and "no metrics.csv" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(tmp_path), "--ckpt_path=nope.ckpt"])
+    assert (
+        exit_info.value.code == 2
+        and "error: --ckpt_path='nope.ckpt': no such file" in capsys.readouterr().err
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,16 +43,9 @@ def hidden_modules(model: nn.Module) -> list[str]:
     found = []
     for module_name, module in model.named_modules():
         for attribute, value in vars(module).items():
-            if attribute.startswith("_"):
+            if attribute.startswith("_") or not isinstance(value, (list, tuple, dict)):
                 continue
-            items = (
-                value.items()
-                if isinstance(value, dict)
-                else enumerate(value)
-                if isinstance(value, (list, tuple))
-                else ()
-            )
-            for key, item in items:
+            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
                 if isinstance(item, (nn.Module, nn.Parameter)):
                     where = f"{module_name}.{attribute}" if module_name else attribute
                     found.append(f"{where}[{key!r}] ({type(item).__name__})")
@@ -61,9 +55,8 @@ def hidden_modules(model: nn.Module) -> list[str]:
 class HealthCheck(Callback):
     """Catch silent training bugs early and stop with a message that names the culprit and the fix.
 
-    Checks (names for ``disable``) and when they run: see :data:`CHECKS`. Cost: the batch checks
-    look at the first ``check_batches`` training and validation batches only; the loss check is one
-    ``isfinite`` per ``loss_check_every_n_steps`` steps (a host-device sync on GPU).
+    The checks and when they run: :data:`CHECKS`. The batch checks look at the first batches only; the
+    loss check is one ``isfinite`` (a host-device sync on GPU) per interval.
 
     Args:
         disable: Names of checks to switch off, e.g. ``[missing_grads]``.
@@ -72,9 +65,9 @@ class HealthCheck(Callback):
         enabled: Switch every check off.
 
     Raises:
-        HealthCheckError: when a check fails (training stops before the optimizer step of a bad
-            loss, so the last saved checkpoint stays the last good one).
-        ConfigError: for an unknown check name in ``disable``.
+        HealthCheckError: a check failed (a bad loss stops training before its optimizer step, so the
+            last saved checkpoint stays the last good one).
+        ConfigError: an unknown check name in ``disable``.
     """
 
     def __init__(
@@ -101,7 +94,6 @@ class HealthCheck(Callback):
             f"(switch it off with --health.disable=[{check}] if this is intended)"
         )
 
-    # ------------------------------------------------------------------ fit start
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Look for modules hidden in plain containers."""
         self._grads_checked = False
@@ -115,7 +107,6 @@ class HealthCheck(Callback):
                     "nn.ModuleList / nn.ModuleDict / nn.ParameterList instead.",
                 )
 
-    # ------------------------------------------------------------------ batches
     def _check_batch(self, batch: Any, stage: str, pl_module: LightningModule) -> None:
         if self._batches_seen[stage] >= self.check_batches:
             return
@@ -152,13 +143,12 @@ class HealthCheck(Callback):
                 "(labels.squeeze(1)) in the dataset or collate_fn.",
             )
         num_classes = getattr(pl_module, "num_classes", None)
-        if "label_range" in self.active and isinstance(num_classes, int) and labels.numel():
-            low, high = int(labels.min()), int(labels.max())
-            if low < 0 or high >= num_classes:
-                bad = sorted({int(v) for v in labels.flatten() if not 0 <= int(v) < num_classes})[:10]
+        if "label_range" in self.active and isinstance(num_classes, int):
+            bad = labels[(labels < 0) | (labels >= num_classes)].unique()  # sorted
+            if bad.numel():
                 self._fail(
                     "label_range",
-                    f"{stage} batch {index}: labels {bad} are outside "
+                    f"{stage} batch {index}: labels {bad[:10].tolist()} are outside "
                     f"[0, {num_classes}) (num_classes={num_classes}). Fix the labels, or the DataModule's "
                     "num_classes (the model's is linked to it) to the number of classes in the data.",
                 )
@@ -170,17 +160,11 @@ class HealthCheck(Callback):
         self._check_batch(batch, "train", pl_module)
 
     def on_validation_batch_start(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, *args: Any
     ) -> None:
         """Inspect the first validation batches (the sanity check's included: data is seen there first)."""
         self._check_batch(batch, "val", pl_module)
 
-    # ------------------------------------------------------------------ loss and gradients
     def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: Tensor) -> None:
         """Stop on a non-finite loss before it reaches the weights."""
         every = self.loss_check_every_n_steps
@@ -188,8 +172,10 @@ class HealthCheck(Callback):
             return
         if not bool(torch.isfinite(loss.detach()).all()):
             lrs = [group["lr"] for opt in trainer.optimizers for group in opt.param_groups]
-            callback = trainer.checkpoint_callback
-            last = getattr(callback, "last_model_path", "") or "none saved yet"
+            # the newest file a ModelCheckpoint wrote (the one writing last.ckpt has it as best_model_path)
+            paths = ("best_model_path", "last_model_path")
+            saved = [getattr(cb, path, "") for cb in trainer.checkpoint_callbacks for path in paths]
+            last = max(filter(os.path.isfile, saved), key=os.path.getmtime, default="none saved yet")
             self._fail(
                 "loss_finite",
                 f"the training loss (returned by training_step) is {loss.item()} at "
@@ -216,7 +202,6 @@ class HealthCheck(Callback):
                 "requires_grad_(False).",
             )
 
-    # ------------------------------------------------------------------ evaluation outputs
     def _check_outputs(self, outputs: Any, stage: str) -> None:
         if "eval_no_grad" not in self.active or self._outputs_seen[stage] >= self.check_batches:
             return
@@ -231,28 +216,13 @@ class HealthCheck(Callback):
             )
 
     def on_validation_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
     ) -> None:
         """Check that validation outputs carry no graph."""
         self._check_outputs(outputs, "val")
 
     def on_predict_batch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
     ) -> None:
         """Check that predict outputs carry no graph."""
         self._check_outputs(outputs, "predict")
-
-
-__all__ = ["CHECKS", "HealthCheck", "hidden_modules"]

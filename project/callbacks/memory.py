@@ -6,7 +6,6 @@ import ctypes
 import ctypes.util
 import gc
 import itertools
-import logging
 import warnings
 from typing import Any
 
@@ -14,9 +13,13 @@ import psutil
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-log = logging.getLogger(__name__)
-
 MIB = 2**20
+#: The figures the growth check can follow, in order of preference, and what they measure.
+GROWTH_FIGURES = {
+    "cuda_allocated_mib": "CUDA allocated memory",
+    "heap_mib": "C-heap memory in use",
+    "rss_mib": "process RSS",
+}
 
 
 class MemoryGrowthWarning(UserWarning):
@@ -24,59 +27,31 @@ class MemoryGrowthWarning(UserWarning):
 
 
 class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena",
-            "ordblks",
-            "smblks",
-            "hblks",
-            "hblkhd",
-            "usmblks",
-            "fsmblks",
-            "uordblks",
-            "fordblks",
-            "keepcost",
-        )
-    ]
+    # glibc's struct mallinfo2: ten size_t fields, in this order
+    _names = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    _fields_ = [(name, ctypes.c_size_t) for name in (*_names, "keepcost")]
 
 
-def _load_mallinfo2() -> Any:
-    """glibc's ``mallinfo2`` (glibc >= 2.33), or ``None`` elsewhere (macOS, musl, Windows)."""
-    try:
-        function = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
-    except (OSError, AttributeError):
-        return None
-    function.restype = _MallInfo2
-    return function
-
-
-_MALLINFO2 = _load_mallinfo2()
-
-
-def heap_in_use_mib() -> float | None:
-    """Bytes the C heap has handed out and not freed (glibc ``mallinfo2``: ``uordblks + hblkhd``), in
-    MiB, or ``None`` where glibc is not the allocator. Unlike RSS this does not stay flat when a leak
-    reuses memory freed earlier, so it shows CPU tensors kept alive."""
-    if _MALLINFO2 is None:
-        return None
-    info = _MALLINFO2()
-    return (info.uordblks + info.hblkhd) / MIB
+_MALLINFO2: Any
+try:
+    _MALLINFO2 = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    _MALLINFO2.restype = _MallInfo2
+except (OSError, AttributeError):  # not glibc >= 2.33 (macOS, musl, Windows)
+    _MALLINFO2 = None
 
 
 def memory_stats_mib(device: torch.device | None = None) -> dict[str, float]:
-    """Current memory figures in MiB (2**20 bytes).
-
-    Always ``rss_mib`` (resident set size of this process, from psutil) and, with glibc, ``heap_mib``
-    (see :func:`heap_in_use_mib`). On a CUDA ``device`` also
-    ``cuda_allocated_mib`` (live tensors), ``cuda_reserved_mib`` (held by the caching allocator:
-    reserved minus allocated is cache/fragmentation, not a leak) and ``cuda_max_allocated_mib`` (peak
-    since the last ``torch.cuda.reset_peak_memory_stats``).
+    """Current memory figures in MiB (2**20 bytes): ``rss_mib`` (this process's resident set, psutil);
+    with glibc ``heap_mib``, what the C heap has handed out and not freed (``mallinfo2``:
+    ``uordblks + hblkhd``; unlike RSS it grows when a leak reuses memory freed earlier, so it shows CPU
+    tensors kept alive); on a CUDA ``device`` ``cuda_allocated_mib`` (live tensors),
+    ``cuda_reserved_mib`` (held by the caching allocator; reserved minus allocated is cache, not a leak)
+    and ``cuda_max_allocated_mib`` (peak since ``torch.cuda.reset_peak_memory_stats``).
     """
     stats = {"rss_mib": psutil.Process().memory_info().rss / MIB}
-    heap = heap_in_use_mib()
-    if heap is not None:
-        stats["heap_mib"] = heap
+    if _MALLINFO2 is not None:
+        info = _MALLINFO2()
+        stats["heap_mib"] = (info.uordblks + info.hblkhd) / MIB
     if device is not None and device.type == "cuda":
         stats["cuda_allocated_mib"] = torch.cuda.memory_allocated(device) / MIB
         stats["cuda_reserved_mib"] = torch.cuda.memory_reserved(device) / MIB
@@ -84,26 +59,16 @@ def memory_stats_mib(device: torch.device | None = None) -> dict[str, float]:
     return stats
 
 
-def _growth_figure(stats: dict[str, float]) -> float:
-    """The figure the growth check follows: CUDA allocated, else C-heap in use, else RSS."""
-    return stats.get("cuda_allocated_mib", stats.get("heap_mib", stats["rss_mib"]))
-
-
 class MemoryMonitor(Callback):
-    """Log memory every ``log_every_n_steps`` optimizer steps and at each training epoch end, and warn
+    """Log ``memory/<key>`` for each figure of :func:`memory_stats_mib` every ``log_every_n_steps``
+    optimizer steps and at each training epoch end (the CUDA peak is reset at each epoch start), and warn
     when memory after each epoch keeps growing.
 
-    Logged keys (MiB, this process / its device): ``memory/rss_mib`` always, ``memory/heap_mib`` with
-    glibc; on CUDA also
-    ``memory/cuda_allocated_mib``, ``memory/cuda_reserved_mib`` and ``memory/cuda_max_allocated_mib``
-    (the peak is reset at each epoch start, so it is the epoch's peak).
-
-    The growth check reads, at each training epoch end, CUDA allocated memory on a GPU, else the C
-    heap in use (glibc), else RSS (re-read after a full garbage collection before it warns). If it
-    rose by at least ``min_growth_mib`` in each of the last ``patience`` epochs (after
-    ``warmup_epochs`` epochs are ignored while caches fill), a :class:`MemoryGrowthWarning` names the
-    usual cause: a tensor kept across steps, such as a loss appended to a list without
-    ``.item()``/``.detach()``, which keeps its whole graph alive.
+    The growth check follows the first of :data:`GROWTH_FIGURES` there is. If it rose by at least
+    ``min_growth_mib`` after each of the last ``patience`` epochs (the first ``warmup_epochs`` are
+    ignored while caches fill; confirmed after a full garbage collection), a
+    :class:`MemoryGrowthWarning` names the usual cause: a tensor kept across steps, such as a loss
+    appended to a list without ``.item()``, which keeps its whole graph alive.
 
     Args:
         log_every_n_steps: Interval in optimizer steps for the step-level figures (0: epoch end only).
@@ -111,6 +76,9 @@ class MemoryMonitor(Callback):
         min_growth_mib: Smallest growth per epoch, in MiB, that counts.
         warmup_epochs: Epochs at the start whose end-of-epoch figure is not used.
         enabled: Turn logging and the check off.
+
+    Raises:
+        ValueError: ``patience < 1``.
     """
 
     def __init__(
@@ -144,11 +112,9 @@ class MemoryMonitor(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """Log the figures every ``log_every_n_steps`` optimizer steps."""
-        if not self.enabled or self.log_every_n_steps <= 0:
-            return
-        step = trainer.global_step
-        if step % self.log_every_n_steps == 0 and step != self._last_logged_step:
+        """Log the figures every ``log_every_n_steps`` optimizer steps (once per step under accumulation)."""
+        step, every = trainer.global_step, self.log_every_n_steps
+        if self.enabled and every > 0 and step % every == 0 and step != self._last_logged_step:
             self._last_logged_step = step
             self._log(pl_module, memory_stats_mib(pl_module.device), on_step=True)
 
@@ -158,30 +124,27 @@ class MemoryMonitor(Callback):
             return
         stats = memory_stats_mib(pl_module.device)
         self._log(pl_module, stats, on_step=False)
-        if trainer.current_epoch < self.warmup_epochs:
+        if trainer.current_epoch < self.warmup_epochs or self.warned:
             return
-        self.epoch_end_mib.append(_growth_figure(stats))
-        recent = self.epoch_end_mib[-(self.patience + 1) :]
-        if self.warned or len(recent) < self.patience + 1:
+        key = next(key for key in GROWTH_FIGURES if key in stats)
+        self.epoch_end_mib.append(stats[key])
+        if len(self.epoch_end_mib) <= self.patience or not self._growing():
             return
-        growth = [after - before for before, after in itertools.pairwise(recent)]
-        if all(g >= self.min_growth_mib for g in growth):
-            # Confirm before warning: collect reference cycles (a full gc costs ~0.2 s, so only here).
-            gc.collect()
-            stats = memory_stats_mib(pl_module.device)
-            recent[-1] = self.epoch_end_mib[-1] = _growth_figure(stats)
-            growth[-1] = recent[-1] - recent[-2]
-        if all(g >= self.min_growth_mib for g in growth):
+        gc.collect()  # confirm before warning: free reference cycles (a full gc costs ~0.2 s, so only here)
+        self.epoch_end_mib[-1] = memory_stats_mib(pl_module.device)[key]
+        if self._growing():
             self.warned = True
-            kind = {"cuda_allocated_mib": "CUDA allocated memory", "heap_mib": "C-heap memory in use"}.get(
-                next((k for k in ("cuda_allocated_mib", "heap_mib") if k in stats), ""), "process RSS"
-            )
-            message = (
-                f"{kind} grew after each of the last {self.patience} epochs "
-                f"(+{sum(growth) / len(growth):.1f} MiB per epoch, now {recent[-1]:.0f} MiB). "
+            recent = self.epoch_end_mib[-(self.patience + 1) :]
+            warnings.warn(
+                f"{GROWTH_FIGURES[key]} grew after each of the last {self.patience} epochs "
+                f"(+{(recent[-1] - recent[0]) / self.patience:.1f} MiB per epoch, now {recent[-1]:.0f} MiB). "
                 "Something keeps tensors alive across steps: most often a loss or output appended to a "
                 "list (or a metric accumulated) without .item() or .detach(), which keeps its autograd "
-                "graph. Store Python floats or detached tensors instead."
+                "graph. Store Python floats or detached tensors instead.",
+                MemoryGrowthWarning,
+                stacklevel=2,
             )
-            log.warning(message)
-            warnings.warn(message, MemoryGrowthWarning, stacklevel=2)
+
+    def _growing(self) -> bool:
+        recent = self.epoch_end_mib[-(self.patience + 1) :]
+        return all(after - before >= self.min_growth_mib for before, after in itertools.pairwise(recent))
