@@ -143,18 +143,18 @@ def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
     }
 
 
-def write_provenance(folder: str | Path, facts: dict[str, Any]) -> Path:
-    """Write ``facts`` to ``folder/provenance.yaml`` and return its path. Each non-empty diff goes into
-    its own file, ``provenance.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
+def write_provenance(folder: str | Path, facts: dict[str, Any], name: str = PROVENANCE_FILE) -> Path:
+    """Write ``facts`` to ``folder/<name>`` and return its path. Each non-empty diff goes into its own
+    file, ``<name stem>.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     record = copy.deepcopy(facts)
-    for name, state in record.get("git", {}).items():
+    for checkout, state in record.get("git", {}).items():
         if isinstance(state, dict) and state.get("diff"):
-            diff_file = folder / f"provenance.{name}.diff"
+            diff_file = folder / f"{Path(name).stem}.{checkout}.diff"
             diff_file.write_text(state["diff"])
             state["diff"] = f"{diff_file.name} ({len(state['diff'])} characters)"
-    path = folder / PROVENANCE_FILE
+    path = folder / name
     path.write_text(yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110))
     return path
 
@@ -176,8 +176,10 @@ def summary(facts: dict[str, Any]) -> str:
 
 
 class Provenance(Callback):
-    """Write ``provenance.yaml`` into the run folder (``trainer.log_dir``) when a stage starts, add the
-    same facts to every checkpoint saved (``checkpoint["provenance"]``) and to the W&B run config."""
+    """Write ``provenance.yaml`` into the run folder (``trainer.log_dir``) when a stage starts (a
+    continued run, ``fit --ckpt_path``, adds ``provenance.resume-<n>.yaml`` next to it, as it does
+    ``config.resume-<n>.yaml``), add the same facts to every checkpoint saved
+    (``checkpoint["provenance"]``) and to the W&B run config."""
 
     def __init__(self) -> None:
         self.facts: dict[str, Any] | None = None
@@ -190,7 +192,10 @@ class Provenance(Callback):
         self.facts = collect(trainer)
         if not trainer.is_global_zero:
             return
-        write_provenance(folder, self.facts)
+        name, index = PROVENANCE_FILE, 1
+        while (Path(folder) / name).exists():  # a continued run keeps the first command's record
+            name, index = f"provenance.resume-{index}.yaml", index + 1
+        write_provenance(folder, self.facts, name)
         for logger in trainer.loggers:
             if isinstance(logger, WandbLogger):
                 logger.experiment.config.update({CHECKPOINT_KEY: self.facts}, allow_val_change=True)

@@ -171,3 +171,17 @@ def test_wandb_run_config_gets_the_same_facts_as_the_file(workdir: Path) -> None
         key: run.updates[0]["provenance"][key]
         for key in ("command", "seed", "versions")  # type: ignore[index]
     }
+
+
+def test_a_continued_run_keeps_the_first_commands_provenance(run_cli: RunCLI) -> None:
+    """``fit --ckpt_path last`` writes its own ``provenance.resume-1.yaml`` (the second command line)
+    and leaves the first ``provenance.yaml`` byte for byte; a second continuation adds ``-2``."""
+    first = run_cli("fit", "--trainer.logger=false")
+    original = (first.run_dir / "provenance.yaml").read_bytes()
+    run_cli("fit", "--trainer.logger=false", "--trainer.max_epochs=2", "--ckpt_path=last")
+    run_cli("fit", "--trainer.logger=false", "--trainer.max_epochs=3", "--ckpt_path=last")
+    assert (first.run_dir / "provenance.yaml").read_bytes() == original
+    names = sorted(path.name for path in first.run_dir.glob("provenance*.yaml"))
+    assert names == ["provenance.resume-1.yaml", "provenance.resume-2.yaml", "provenance.yaml"]
+    second = yaml.safe_load((first.run_dir / "provenance.resume-1.yaml").read_text())
+    assert second["versions"] == yaml.safe_load(original)["versions"] and second["started"]
