@@ -4,9 +4,9 @@ Every class imported here is registered for short names on the command line
 (``--data=DigitsDataModule``); import a new DataModule here to make its short name work.
 """
 
-from .base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
+from .base import BaseDataModule, Transformed, channel_mean_std, seeded_split
 from .collate import pad_sequences
-from .diabetes import DiabetesDataModule, column_mean_std
+from .diabetes import DiabetesDataModule
 from .digits import DigitsDataModule
 from .synthetic import SyntheticDataModule
 from .vision import (
@@ -24,10 +24,9 @@ __all__ = [
     "FashionMNISTDataModule",
     "MNISTDataModule",
     "SyntheticDataModule",
-    "TensorDataset",
     "TorchvisionDataModule",
+    "Transformed",
     "channel_mean_std",
-    "column_mean_std",
     "pad_sequences",
     "seeded_split",
 ]
