@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -19,15 +18,14 @@ from torch.utils.data import Dataset
 from ..errors import DataError
 
 
-@dataclass
-class PredictInputs:
+class PredictInputs(NamedTuple):
     """What a DataModule read from ``predict_path``: ``dataset[i]`` is the ``i``-th input tensor (what
     ``forward`` takes for one sample, no target), ``names[i]`` names it in the predictions CSV (file
     name, ``file:line``), ``skipped`` lists ``(file, reason)`` for every file that was not read."""
 
     dataset: Dataset[Tensor]
     names: list[str]
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]]
 
 
 class InputTensors(Dataset[Tensor]):

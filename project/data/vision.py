@@ -36,8 +36,8 @@ class TorchvisionDataModule(BaseDataModule):
             dataset files in ``data_dir``.
 
     Raises:
-        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is
-            missing or empty, or the dataset's files are missing, truncated or corrupt.
+        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when the dataset's files in
+            ``data_dir`` are missing, truncated or corrupt.
     """
 
     dataset_name: ClassVar[str]
@@ -80,33 +80,25 @@ class TorchvisionDataModule(BaseDataModule):
         steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)]
         return v2.Compose(steps)
 
-    def _dataset(self, train: bool, transform: Any = None, download: bool = False) -> Dataset[Any]:
-        from torchvision import datasets
-
-        dataset_class = getattr(datasets, self.dataset_name)
-        return dataset_class(str(self.data_dir), train=train, transform=transform, download=download)
-
     def prepare_data(self) -> None:
         """Download both splits into ``data_dir`` when ``download`` is on (called on one process only)."""
-        if self.download:
-            self._dataset(train=True, download=True)
-            self._dataset(train=False, download=True)
+        from torchvision import datasets
 
-    def _load(self, train: bool, transform: Any) -> Dataset[Any]:
-        where = f"data_dir={str(self.data_dir)!r} (absolute: {self.data_dir.resolve()})"
-        if not self.data_dir.is_dir() or not any(self.data_dir.iterdir()):
-            raise DataError(
-                f"{where} {'is empty' if self.data_dir.exists() else 'does not exist'}; {self.dataset_name} "
-                "is expected there. Download it with --data.download=true, or point --data.data_dir at a "
-                "folder that holds it in torchvision's layout."
-            )
+        if self.download:
+            for train in (True, False):
+                getattr(datasets, self.dataset_name)(str(self.data_dir), train=train, download=True)
+
+    def _load(self, train: bool, transform: v2.Compose) -> Dataset[Any]:
+        from torchvision import datasets
+
         try:
-            return self._dataset(train=train, transform=transform)
+            return getattr(datasets, self.dataset_name)(str(self.data_dir), train=train, transform=transform)
         except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
             raise DataError(
-                f"{self.dataset_name} in {where} is missing or unreadable: {type(error).__name__}: {error}. "
-                "A truncated or partial download? Delete the dataset's folder and download again with "
-                "--data.download=true."
+                f"{self.dataset_name} in data_dir={str(self.data_dir)!r} (absolute: "
+                f"{self.data_dir.resolve()}) is missing or unreadable: {type(error).__name__}: {error}. "
+                "Download it with --data.download=true (delete a partial download first), or point "
+                "--data.data_dir at a folder that holds it in torchvision's layout."
             ) from error
 
     def read_predict_inputs(self, path: Path) -> PredictInputs:
