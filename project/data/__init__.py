@@ -9,12 +9,7 @@ from .collate import pad_sequences
 from .diabetes import DiabetesDataModule
 from .digits import DigitsDataModule
 from .synthetic import SyntheticDataModule
-from .vision import (
-    CIFAR10DataModule,
-    FashionMNISTDataModule,
-    MNISTDataModule,
-    TorchvisionDataModule,
-)
+from .vision import CIFAR10DataModule, FashionMNISTDataModule, MNISTDataModule, TorchvisionDataModule
 
 __all__ = [
     "BaseDataModule",

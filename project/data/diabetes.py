@@ -82,8 +82,7 @@ class DiabetesDataModule(BaseDataModule):
         self.feature_mean, self.feature_std = (s.float() for s in channel_mean_std(features[train]))
         features = (features - self.feature_mean) / self.feature_std
         if self.standardize_target:
-            self.target_mean = float(target[train].double().mean())
-            self.target_std = float(target[train].double().std())
+            self.target_mean, self.target_std = (float(s) for s in channel_mean_std(target[train, None]))
         target = (target - self.target_mean) / self.target_std
         self.train_set = TensorDataset(features[train], target[train])
         self.val_set = TensorDataset(features[val], target[val])
