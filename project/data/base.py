@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule
+from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
 from ..errors import ConfigError
 from .predict_files import PredictInputs
@@ -19,8 +20,7 @@ from .stateful import resumable_train_loader
 
 
 class Transformed(Dataset[tuple[Tensor, Tensor]]):
-    """The ``(input, target)`` items of ``dataset`` with ``transform`` applied to the input (per item,
-    so random augmentation differs each time)."""
+    """The ``(input, target)`` items of ``dataset``, ``transform`` applied to the input on each access."""
 
     def __init__(self, dataset: Dataset[tuple[Tensor, ...]], transform: Callable[[Tensor], Tensor]):
         self.dataset = dataset
@@ -140,15 +140,9 @@ class BaseDataModule(LightningDataModule):
         self.predict_skipped: list[tuple[str, str]] = []
 
     def read_predict_inputs(self, path: Path) -> PredictInputs:
-        """Read the new inputs at ``path`` (a file or a folder) for ``predict --data.predict_path``.
-
-        A DataModule that supports new inputs overrides this, converting them exactly as its test
-        split is converted (helpers: :mod:`project.data.predict_files`). Called by
-        :meth:`predict_dataloader`, after ``setup``, so train-split statistics exist.
-
-        Raises:
-            project.errors.ConfigError: here, where the DataModule cannot read new inputs.
-        """
+        """The new inputs at ``path`` (a file or a folder) for ``predict --data.predict_path``, converted
+        exactly as the test split is (helpers: :mod:`project.data.predict_files`). Called by
+        :meth:`predict_dataloader` after ``setup``. Raises ``ConfigError`` unless overridden."""
         raise ConfigError(
             f"data.predict_path={str(path)!r}: {type(self).__name__} cannot read new inputs (it does not "
             "implement read_predict_inputs); predict on its test split without --data.predict_path"
@@ -175,11 +169,17 @@ class BaseDataModule(LightningDataModule):
             if self.trainer is not None:
                 epoch = self.trainer.fit_loop.epoch_progress.current.processed  # type: ignore[attr-defined]
             return resumable_train_loader(dataset, self.shuffle_seed, epoch, **settings)
+        # with several processes (DDP) Lightning's UnrepeatedDistributedSampler evaluates each sample once;
+        # its default DistributedSampler repeats samples to even out the ranks (360 of the 359 digits test
+        # images on 2), so the synced metrics would differ from one process. Lightning keeps this sampler.
+        sampler, trainer = None, self.trainer
+        if trainer is not None and trainer.world_size > 1 and trainer.distributed_sampler_kwargs:
+            sampler = UnrepeatedDistributedSampler(
+                dataset, shuffle=False, **trainer.distributed_sampler_kwargs
+            )
         # a generator of its own: creating an evaluation iterator (which draws the worker seed) leaves
         # the global generators, and so the training run's randomness, untouched
-        return DataLoader(
-            dataset, sampler=self.eval_sampler(dataset), generator=torch.Generator(), **settings
-        )
+        return DataLoader(dataset, sampler=sampler, generator=torch.Generator(), **settings)
 
     def state_dict(self) -> dict[str, Any]:
         """``{"shuffle_seed": ...}`` once the training loader exists (Lightning saves it in checkpoints)."""
@@ -189,21 +189,6 @@ class BaseDataModule(LightningDataModule):
         """Take the checkpoint's ``shuffle_seed``, so a resumed run shuffles like the original one."""
         if state_dict.get("shuffle_seed") is not None:
             self.shuffle_seed = int(state_dict["shuffle_seed"])
-
-    def eval_sampler(self, dataset: Dataset[Any]) -> Sampler[int] | None:
-        """The sampler of a val/test/predict loader: ``None`` (in order) in one process; with several
-        (DDP), Lightning's ``UnrepeatedDistributedSampler``, so each sample is evaluated exactly once.
-
-        Lightning's default ``DistributedSampler`` pads the split with repeated samples (360 of the
-        359-image digits test split on 2 processes), so the synced metrics would differ from one
-        process; Lightning keeps a sampler that is already a ``DistributedSampler``.
-        """
-        trainer = self.trainer
-        if trainer is None or trainer.world_size <= 1 or not trainer.distributed_sampler_kwargs:
-            return None
-        from lightning.pytorch.overrides.distributed import UnrepeatedDistributedSampler
-
-        return UnrepeatedDistributedSampler(dataset, shuffle=False, **trainer.distributed_sampler_kwargs)
 
     def train_dataloader(self) -> DataLoader[Any]:
         """Shuffled, resumable loader over the training split (augmentation on)."""

@@ -13,15 +13,10 @@ from torch.utils.data import default_collate
 
 
 class PaddedBatch(NamedTuple):
-    """Output of :func:`pad_sequences`.
-
-    Attributes:
-        padded: ``[B, L_max, ...]`` with the input dtype; positions ``t >= lengths[b]`` hold the padding
-            value.
-        mask: ``[B, L_max]`` bool, ``True`` at real data. A model should use the mask, not the padding
-            value (e.g. ``~mask`` as ``key_padding_mask`` of ``nn.MultiheadAttention``).
-        lengths: ``[B]`` int64 on the CPU (as ``torch.nn.utils.rnn.pack_padded_sequence`` wants them).
-    """
+    """Output of :func:`pad_sequences`: ``padded`` ``[B, L_max, ...]`` (input dtype; padding value at
+    ``t >= lengths[b]``), ``mask`` ``[B, L_max]`` bool (``True`` at real data: what a model should use,
+    e.g. ``~mask`` as ``key_padding_mask`` of ``nn.MultiheadAttention``), ``lengths`` ``[B]`` int64 on
+    the CPU (as ``torch.nn.utils.rnn.pack_padded_sequence`` wants them)."""
 
     padded: Tensor
     mask: Tensor

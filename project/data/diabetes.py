@@ -70,9 +70,7 @@ class DiabetesDataModule(BaseDataModule):
         self.target_std = 1.0
 
     def setup(self, stage: str | None = None) -> None:
-        """Load the data, split it and build the three standardised splits (once, for every stage)."""
-        if self.train_set is not None:
-            return
+        """Load the data, split it and build the three standardised splits (for every stage)."""
         from sklearn.datasets import load_diabetes
 
         data = load_diabetes(scaled=False)

@@ -62,9 +62,7 @@ class DigitsDataModule(BaseDataModule):
         self.max_translation = max_translation
 
     def setup(self, stage: str | None = None) -> None:
-        """Load the digits, split them and build the three splits (once, for every stage)."""
-        if self.train_set is not None:
-            return
+        """Load the digits, split them and build the three splits (for every stage)."""
         from sklearn.datasets import load_digits
 
         digits = load_digits()

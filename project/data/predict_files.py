@@ -43,12 +43,8 @@ class InputTensors(Dataset[Tensor]):
 
 
 def input_files(path: Path) -> list[Path]:
-    """``[path]`` for a file (``BaseDataModule`` has checked that it exists); for a folder, the files
-    directly inside it, sorted by name, hidden files left out.
-
-    Raises:
-        DataError: the folder holds no file.
-    """
+    """``[path]`` for a file (``BaseDataModule`` checked that it exists); for a folder, the files in it
+    (not hidden, not in subfolders), sorted by name. Raises ``DataError`` for a folder without files."""
     if path.is_file():
         return [path]
     files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))

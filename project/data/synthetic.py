@@ -44,9 +44,7 @@ class SyntheticDataModule(BaseDataModule):
         self.seed = seed
 
     def setup(self, stage: str | None = None) -> None:
-        """Generate the three splits (once)."""
-        if self.train_set is not None:
-            return
+        """Generate the three splits."""
         generator = torch.Generator().manual_seed(self.seed)
         n_eval = max(1, self.num_samples // 4)
         images = torch.randn(self.num_samples + 2 * n_eval, *self.dims, generator=generator)
