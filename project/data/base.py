@@ -1,4 +1,4 @@
-"""What every DataModule in this project shares: DataLoader settings, splits and train-split statistics."""
+"""What every DataModule here shares: DataLoader settings, splits and train-split statistics."""
 
 from __future__ import annotations
 

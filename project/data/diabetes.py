@@ -20,10 +20,10 @@ class DiabetesDataModule(BaseDataModule):
     about 152). Batches are ``(features [B, 10] float32, target [B] float32)``. The raw features
     (``scaled=False``; scikit-learn's scaled version is centred with statistics of all 442 rows) are
     standardised with the train split's mean and std; so is the target (``standardize_target``), so
-    that an MLP trains with a loss near 1 instead of ~2e4: :class:`~project.models.TabularRegressor`
-    reads :attr:`target_mean` and :attr:`target_std` and reports in the original units. The split
-    (default 65/15/20 %: 288/66/88 rows) is a seeded permutation (``split_seed``), independent of the
-    global seed.
+    that an MLP trains with a loss near 1 instead of ~2e4:
+    :class:`~project.models.TabularRegressor` reads :attr:`target_mean` and :attr:`target_std`
+    and reports in the original units. The split (default 65/15/20 %: 288/66/88 rows) is a seeded
+    permutation (``split_seed``), independent of the global seed.
 
     Args:
         val_fraction: Share of the 442 rows used for validation.
@@ -31,8 +31,8 @@ class DiabetesDataModule(BaseDataModule):
         split_seed: Seed of the split permutation.
         standardize_target: Standardise the target with the train split's mean and std.
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`; ``predict_path`` is a CSV file (or a folder of
-            them) of raw feature rows, see :meth:`read_predict_inputs`.
+            :class:`~project.data.base.BaseDataModule`; ``predict_path``: a CSV file (or a folder
+            of them) of raw feature rows, see :meth:`read_predict_inputs`.
 
     Attributes (after :meth:`setup`):
         feature_mean, feature_std: ``[10]`` float32 train-split statistics.

@@ -1,7 +1,7 @@
 """Read new inputs for ``predict --data.predict_path PATH``: image files or CSV rows.
 
-A DataModule's ``read_predict_inputs(path)`` (see :class:`~project.data.base.BaseDataModule`) uses
-:func:`read_image_files` or :func:`read_csv_rows` and returns a :class:`PredictInputs`.
+A DataModule's ``read_predict_inputs(path)`` (:class:`~project.data.base.BaseDataModule`)
+uses :func:`read_image_files` or :func:`read_csv_rows` and returns a :class:`PredictInputs`.
 """
 
 from __future__ import annotations

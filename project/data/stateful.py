@@ -25,8 +25,8 @@ T = TypeVar("T")
 
 class EpochRandomSampler(RandomSampler):
     """Shuffle with a private ``torch.Generator`` reseeded with ``epoch_seed(seed, epoch)``
-    (:func:`project.callbacks.epoch_seed`) by :meth:`set_epoch`, which Lightning calls before every
-    training epoch; ``epoch`` is the first iterator's, which Lightning creates before calling it.
+    (:func:`project.callbacks.epoch_seed`) by :meth:`set_epoch`, which Lightning calls before
+    every training epoch; ``epoch`` is the first iterator's, which Lightning creates before calling it.
 
     Pass :attr:`generator` to the DataLoader too, so the worker base seed is drawn from it (after the
     permutation). The iterator's state (the generator state at the epoch start and the number of

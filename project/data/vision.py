@@ -32,12 +32,12 @@ class TorchvisionDataModule(BaseDataModule):
         split_seed: Seed of the train/val split (independent of the global seed).
         augment: Apply the train-only augmentations.
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`. ``predict`` with ``predict_path`` needs no
-            dataset files in ``data_dir``.
+            :class:`~project.data.base.BaseDataModule`. ``predict`` with ``predict_path`` needs
+            no dataset files in ``data_dir``.
 
     Raises:
-        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when the dataset's files in
-            ``data_dir`` are missing, truncated or corrupt.
+        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when the dataset's files
+            in ``data_dir`` are missing, truncated or corrupt.
     """
 
     dataset_name: ClassVar[str]
