@@ -17,9 +17,9 @@ import statistics
 import numpy as np
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
+from torch.utils.data import TensorDataset
 
 from project.data import DiabetesDataModule
-from project.data.base import TensorDataset
 
 
 def evaluate(split_seed: int) -> dict[str, float]:
@@ -28,8 +28,8 @@ def evaluate(split_seed: int) -> dict[str, float]:
     data.setup("fit")
     train_set, test_set = data.train_set, data.test_set
     assert isinstance(train_set, TensorDataset) and isinstance(test_set, TensorDataset)
-    x_train, y_train = train_set.inputs.numpy(), train_set.targets.numpy()
-    x_test, y_test = test_set.inputs.numpy(), test_set.targets.numpy()
+    x_train, y_train = (t.numpy() for t in train_set.tensors)
+    x_test, y_test = (t.numpy() for t in test_set.tensors)
     pred = LinearRegression().fit(x_train, y_train).predict(x_test)
     return {
         "r2": float(r2_score(y_test, pred)),

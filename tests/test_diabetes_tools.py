@@ -52,7 +52,7 @@ def test_regressor_export_names_and_quantization_check_fit_the_task(
     # the same number computed here from the checkpoint's predictions on the test split
     model, datamodule = load_model(ckpt), load_datamodule(run / "config.yaml")
     datamodule.setup("test")
-    features, target = datamodule.test_set.inputs, datamodule.test_set.targets  # type: ignore[attr-defined]
+    features, target = datamodule.test_set.tensors  # type: ignore[attr-defined]
     with torch.no_grad():
         mae = (model.to_original_units(model(features)) - model.to_original_units(target)).abs().mean()
     assert fp32 == pytest.approx(float(mae), abs=1e-3)

@@ -8,9 +8,10 @@ import pytest
 import torch
 from conftest import CONFIGS, RunCLI
 from lightning.pytorch.callbacks import ModelCheckpoint
+from sklearn.datasets import load_diabetes
 
 from project.cli import ProjectCLI
-from project.data import DiabetesDataModule, column_mean_std
+from project.data import DiabetesDataModule, channel_mean_std, seeded_split
 from project.models import ImageClassifier, TabularRegressor
 
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
@@ -24,11 +25,11 @@ def _setup(**kwargs: object) -> DiabetesDataModule:
 
 def test_diabetes_split_is_seeded_disjoint_and_complete() -> None:
     data = _setup()
-    train, val, test = data.split_indices(442)
-    assert (len(train), len(val), len(test)) == (288, 66, 88)
+    assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (288, 66, 88)  # type: ignore[arg-type]
+    test, val, train = seeded_split(442, [0.2, 0.15], seed=0)  # what the module uses (checked below)
     assert torch.equal(torch.cat([train, val, test]).sort().values, torch.arange(442))
-    assert torch.equal(DiabetesDataModule(split_seed=0).split_indices(442)[2], test)
-    assert not torch.equal(DiabetesDataModule(split_seed=1).split_indices(442)[2], test)
+    assert torch.equal(_setup(split_seed=0).test_set.tensors[0], data.test_set.tensors[0])  # type: ignore[union-attr]
+    assert not torch.equal(_setup(split_seed=1).test_set.tensors[0], data.test_set.tensors[0])  # type: ignore[union-attr]
     x, y = next(iter(data.train_dataloader()))
     assert x.shape == (32, 10) and x.dtype == torch.float32
     assert y.shape == (32,) and y.dtype == torch.float32
@@ -37,21 +38,23 @@ def test_diabetes_split_is_seeded_disjoint_and_complete() -> None:
 def test_standardisation_uses_the_train_split_only() -> None:
     data = _setup()
     assert data.train_set is not None and data.val_set is not None
-    raw_x, raw_y = DiabetesDataModule.load()
-    train, val, _ = data.split_indices(len(raw_x))
-    train_x = data.train_set.inputs
+    raw = load_diabetes(scaled=False)
+    raw_x, raw_y = torch.tensor(raw.data, dtype=torch.float32), torch.tensor(raw.target, dtype=torch.float32)
+    _, val, train = seeded_split(442, [0.2, 0.15], seed=0)
+    train_x, _ = data.train_set.tensors  # type: ignore[attr-defined]
     torch.testing.assert_close(train_x.mean(0), torch.zeros(10), atol=1e-5, rtol=0)
     torch.testing.assert_close(train_x.std(0), torch.ones(10), atol=1e-5, rtol=0)
     # Validation rows are transformed with the train statistics, not their own.
-    torch.testing.assert_close(data.val_set.inputs, (raw_x[val] - data.feature_mean) / data.feature_std)
+    val_x, val_y = data.val_set.tensors  # type: ignore[attr-defined]
+    torch.testing.assert_close(val_x, (raw_x[val] - data.feature_mean) / data.feature_std)
     assert data.target_mean == pytest.approx(float(raw_y[train].double().mean()))
     assert data.target_std == pytest.approx(float(raw_y[train].double().std()))
-    torch.testing.assert_close(data.val_set.targets * data.target_std + data.target_mean, raw_y[val])
+    torch.testing.assert_close(val_y * data.target_std + data.target_mean, raw_y[val])
     unscaled = _setup(standardize_target=False)
     assert unscaled.val_set is not None and (unscaled.target_mean, unscaled.target_std) == (0.0, 1.0)
-    torch.testing.assert_close(unscaled.val_set.targets, raw_y[val])
-    with pytest.raises(ValueError, match=r"columns \[1\] are constant"):
-        column_mean_std(torch.tensor([[1.0, 2.0], [3.0, 2.0]]))
+    torch.testing.assert_close(unscaled.val_set.tensors[1], raw_y[val])  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"channels \(dim 1\) \[1\] are constant"):
+        channel_mean_std(torch.tensor([[1.0, 2.0], [3.0, 2.0]]))
 
 
 def test_metrics_and_predictions_are_in_the_original_units() -> None:

@@ -8,9 +8,10 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
+from torch.utils.data import TensorDataset
 from torchmetrics import Metric
 
-from project.data import DigitsDataModule
+from project.data import DigitsDataModule, Transformed
 from project.models import ImageClassifier
 
 
@@ -51,8 +52,8 @@ class Recorder(Callback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self.identical_images and stage == "fit":
-            train_set = trainer.datamodule.train_set
-            train_set.inputs[:] = train_set.inputs[0].clone()
+            images = trainer.datamodule.train_set.dataset.tensors[0]  # digits: Transformed(TensorDataset)
+            images[:] = images[0].clone()
         head = getattr(pl_module, "head", None)
         if head is not None:
             head.register_forward_hook(lambda module, args, out: self.head_dtypes.add(out.dtype))
@@ -169,8 +170,8 @@ class NaNInputDigits(DigitsDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         super().setup(stage)
-        assert self.train_set is not None
-        self.train_set.inputs[::2] = float("nan")
+        assert isinstance(self.train_set, Transformed)
+        self.train_set.dataset.tensors[0][::2] = float("nan")  # type: ignore[attr-defined]
 
 
 class ColumnLabelDigits(DigitsDataModule):
@@ -178,8 +179,9 @@ class ColumnLabelDigits(DigitsDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         super().setup(stage)
-        assert self.train_set is not None
-        self.train_set.targets = self.train_set.targets.unsqueeze(1)
+        assert isinstance(self.train_set, Transformed)
+        images, labels = self.train_set.dataset.tensors  # type: ignore[attr-defined]
+        self.train_set.dataset = TensorDataset(images, labels.unsqueeze(1))
 
 
 class SlowDown(Callback):

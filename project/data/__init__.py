@@ -4,17 +4,12 @@ Every class imported here is registered for short names on the command line
 (``--data=DigitsDataModule``); import a new DataModule here to make its short name work.
 """
 
-from .base import BaseDataModule, TensorDataset, channel_mean_std, seeded_split
+from .base import BaseDataModule, Transformed, channel_mean_std, seeded_split
 from .collate import pad_sequences
-from .diabetes import DiabetesDataModule, column_mean_std
+from .diabetes import DiabetesDataModule
 from .digits import DigitsDataModule
 from .synthetic import SyntheticDataModule
-from .vision import (
-    CIFAR10DataModule,
-    FashionMNISTDataModule,
-    MNISTDataModule,
-    TorchvisionDataModule,
-)
+from .vision import CIFAR10DataModule, FashionMNISTDataModule, MNISTDataModule, TorchvisionDataModule
 
 __all__ = [
     "BaseDataModule",
@@ -24,10 +19,9 @@ __all__ = [
     "FashionMNISTDataModule",
     "MNISTDataModule",
     "SyntheticDataModule",
-    "TensorDataset",
     "TorchvisionDataModule",
+    "Transformed",
     "channel_mean_std",
-    "column_mean_std",
     "pad_sequences",
     "seeded_split",
 ]

@@ -13,69 +13,34 @@ from torch.utils.data import default_collate
 
 
 class PaddedBatch(NamedTuple):
-    """Output of :func:`pad_sequences`.
-
-    Attributes:
-        padded: ``[B, L_max, ...]`` with the input dtype; positions ``t >= lengths[b]`` hold the padding
-            value.
-        mask: ``[B, L_max]`` bool, ``True`` where ``padded`` holds real data. The mask, not the padding
-            value, is what a model should use (e.g. ``~mask`` as ``key_padding_mask`` of
-            ``nn.MultiheadAttention``, or ``mask`` to average over real positions only).
-        lengths: ``[B]`` int64, the true length of each sequence (``mask.sum(1)``; on the CPU, as
-            ``torch.nn.utils.rnn.pack_padded_sequence`` wants it).
-    """
+    """Output of :func:`pad_sequences`: ``padded`` ``[B, L_max, ...]`` (input dtype; padding value at
+    ``t >= lengths[b]``), ``mask`` ``[B, L_max]`` bool (``True`` at real data: what a model should use,
+    e.g. ``~mask`` as ``key_padding_mask`` of ``nn.MultiheadAttention``), ``lengths`` ``[B]`` int64 on
+    the CPU (as ``torch.nn.utils.rnn.pack_padded_sequence`` wants them)."""
 
     padded: Tensor
     mask: Tensor
     lengths: Tensor
 
 
-def default_padding_value(dtype: torch.dtype) -> float | int:
-    """The padding value used when none is given: NaN for floating dtypes, -1 for signed integers.
-
-    Both are outside the usual range of real data (NaN is not a measurement, -1 is not a token index or
-    class id); :func:`pad_sequences` still checks that the data does not contain it. Unsigned integer
-    and bool dtypes have no value that is safe by convention, so they raise ``ValueError`` asking for an
-    explicit ``padding_value``.
-    """
-    if dtype.is_floating_point or dtype.is_complex:
-        return math.nan
-    if dtype == torch.bool or not dtype.is_signed:
-        raise ValueError(
-            f"no default padding value for dtype {dtype}: pass padding_value= a value that never occurs "
-            "in the data (e.g. the vocabulary size for token ids)"
-        )
-    return -1
-
-
-def _occurs_in(sequence: Tensor, value: float | int) -> bool:
-    if isinstance(value, float) and math.isnan(value):
-        return bool(torch.isnan(sequence).any())
-    return bool((sequence == value).any())
-
-
 def pad_sequences(sequences: Sequence[Tensor], padding_value: float | int | None = None) -> PaddedBatch:
-    """Pad ``B`` sequences of shapes ``[L_i, ...]`` into one ``[B, L_max, ...]`` tensor, with a mask and
-    the lengths.
+    """Pad ``B`` sequences ``[L_i, ...]`` into one ``[B, L_max, ...]`` tensor (with
+    ``torch.nn.utils.rnn.pad_sequence``), with a mask and the lengths.
 
-    The padding value must not collide with real data: if it did, padded and real positions could be
-    mistaken for each other wherever the padding value is used instead of the mask (a padding token id
-    ``0`` that is also a real word id is the classic case). So every sequence is checked (one pass over
-    the batch) and a collision is an error. Padding uses ``torch.nn.utils.rnn.pad_sequence``.
+    The padding value must never occur in the data, or padded and real positions could be mistaken for
+    each other (a padding token id ``0`` that is also a real word id is the classic case); every
+    sequence is checked.
 
     Args:
-        sequences: ``B >= 1`` tensors with the same dtype, device and trailing dims ``[...]``; ``L_i``
-            may be 0.
-        padding_value: Written at padded positions; ``None`` picks :func:`default_padding_value` for the
-            dtype (NaN for floats, -1 for signed integers).
-
-    Returns:
-        :class:`PaddedBatch` ``(padded [B, L_max, ...], mask [B, L_max] bool, lengths [B] int64)``.
+        sequences: ``B >= 1`` tensors with the same dtype and trailing dims ``[...]``; ``L_i`` may be 0.
+        padding_value: Written at padded positions. ``None``: NaN for floating dtypes, -1 for signed
+            integers (outside the usual range of measurements, token ids and class ids); unsigned and
+            bool dtypes have no safe default and need one.
 
     Raises:
-        ValueError: for an empty batch, 0-dim tensors, mismatched dtypes or trailing dims, a padding
-            value the dtype cannot hold (e.g. 0.5 or -1 for ``uint8``), or a padding value that occurs
-            in the data (the message names the sequence and the value).
+        ValueError: an empty batch, a 0-dim tensor, mismatched dtypes or trailing dims, no default for
+            the dtype, a padding value the dtype cannot hold (e.g. 0.5 or -1 for ``uint8``), or one
+            that occurs in the data (the message names the sequence and the value).
     """
     if len(sequences) == 0:
         raise ValueError("pad_sequences got an empty batch; need at least one sequence")
@@ -91,14 +56,22 @@ def pad_sequences(sequences: Sequence[Tensor], padding_value: float | int | None
                 f"sequence {index} has dtype {sequence.dtype} and trailing shape {tuple(sequence.shape[1:])}"
                 f", but sequence 0 has {first.dtype} and {tuple(first.shape[1:])}; all must match"
             )
-    value = default_padding_value(first.dtype) if padding_value is None else padding_value
+    floating = first.dtype.is_floating_point or first.dtype.is_complex
+    value = padding_value
+    if value is None:
+        if not floating and (first.dtype == torch.bool or not first.dtype.is_signed):
+            raise ValueError(
+                f"no default padding value for dtype {first.dtype}: pass padding_value= a value that never "
+                "occurs in the data (e.g. the vocabulary size for token ids)"
+            )
+        value = math.nan if floating else -1
     nan = isinstance(value, float) and math.isnan(value)
-    if nan and not (first.dtype.is_floating_point or first.dtype.is_complex):
+    if nan and not floating:
         raise ValueError(f"padding_value=nan cannot be stored in dtype {first.dtype}; pass a number")
     if not nan and torch.tensor(value).to(first.dtype).item() != value:
         raise ValueError(f"padding_value={value!r} cannot be stored exactly in dtype {first.dtype}")
     for index, sequence in enumerate(sequences):
-        if _occurs_in(sequence, value):
+        if bool((sequence.isnan() if nan else sequence == value).any()):
             raise ValueError(
                 f"padding_value={value!r} occurs in the data (sequence {index}), so padding could not be "
                 "told apart from real values; pass a padding_value that never occurs in the data"
@@ -112,24 +85,21 @@ def pad_sequences(sequences: Sequence[Tensor], padding_value: float | int | None
 class PadCollate:
     """A DataLoader ``collate_fn`` for samples ``(sequence [L_i, ...], *rest)`` or bare sequences.
 
-    The sequences are padded with :func:`pad_sequences`; the other fields of the samples (targets, ids)
-    are batched with PyTorch's ``default_collate``. A batch is ``(padded, mask, lengths, *rest)``, or
-    the :class:`PaddedBatch` ``(padded, mask, lengths)`` for bare sequences.
-
-    Example::
+    Batches are ``(padded, mask, lengths, *rest)`` (see :func:`pad_sequences`; the other fields, e.g.
+    targets, batched by PyTorch's ``default_collate``), or the :class:`PaddedBatch` for bare sequences::
 
         loader = DataLoader(dataset, batch_size=32, collate_fn=PadCollate(padding_value=vocab_size))
         for padded, mask, lengths, target in loader: ...
 
     Args:
-        padding_value: See :func:`pad_sequences` (``None``: NaN for floats, -1 for signed integers).
+        padding_value: See :func:`pad_sequences`.
     """
 
     def __init__(self, padding_value: float | int | None = None) -> None:
         self.padding_value = padding_value
 
     def __call__(self, samples: Sequence[Any]) -> tuple[Any, ...]:
-        """Collate a list of samples (see the class docstring for the batch layout)."""
+        """Collate a list of samples into one batch (layout: see the class docstring)."""
         if len(samples) == 0 or isinstance(samples[0], Tensor):
             return pad_sequences(samples, self.padding_value)
         sequences = [sample[0] for sample in samples]

@@ -5,28 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch.utils.data import TensorDataset
 
-from .base import BaseDataModule, TensorDataset, check_fractions, seeded_split
+from .base import BaseDataModule, channel_mean_std, check_fractions, seeded_split
 from .predict_files import InputTensors, PredictInputs, read_csv_rows
-
-
-def column_mean_std(features: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-column mean and standard deviation (Bessel-corrected) of ``features`` ``[N, F]``.
-
-    Compute them on the training split only, then standardise every split with them (PRACTICES.md
-    row 16). Returns two ``float32`` tensors of shape ``[F]``. Raises ``ValueError`` for a tensor that
-    is not ``[N, F]`` with ``N >= 2``, or for a constant column (its std is 0).
-    """
-    if features.ndim != 2 or features.shape[0] < 2:
-        raise ValueError(f"expected an [N, F] tensor with N >= 2, got shape {tuple(features.shape)}")
-    mean, std = features.double().mean(dim=0), features.double().std(dim=0)
-    if bool((std == 0).any()):
-        constant = torch.nonzero(std == 0).flatten().tolist()
-        raise ValueError(
-            f"columns {constant} are constant on the training split; they cannot be standardised"
-        )
-    return mean.float(), std.float()
 
 
 class DiabetesDataModule(BaseDataModule):
@@ -34,19 +16,14 @@ class DiabetesDataModule(BaseDataModule):
     Regression"), shipped inside scikit-learn: no download.
 
     442 patients, 10 baseline features (age, sex, body-mass index, mean blood pressure and six blood
-    serum measurements) and the target: a quantitative measure of disease progression one year later
-    (integers 25..346, mean about 152). The raw features are loaded (``scaled=False``, not scikit-learn's
-    version that is centred with statistics of all 442 rows) and standardised with the mean and std of
-    the train split only. The train/val/test split (default 65/15/20 %: 288/66/88 rows) is a seeded
-    permutation (``split_seed``) that does not depend on the global seed; the same indices are used by
-    ``benchmarks/diabetes_baseline.py``.
-
-    The target is standardised too (``standardize_target=True``, train-split mean and std) so that an
-    MLP trains with a loss near 1 instead of ~2e4;
-    :class:`~project.models.TabularRegressor` reads :attr:`target_mean` and :attr:`target_std` at
-    setup and reports its metrics and predictions in the original units.
-
-    Batches are ``(features [B, 10] float32, target [B] float32)``.
+    serum measurements) and the target: disease progression one year later (integers 25..346, mean
+    about 152). Batches are ``(features [B, 10] float32, target [B] float32)``. The raw features
+    (``scaled=False``; scikit-learn's scaled version is centred with statistics of all 442 rows) are
+    standardised with the train split's mean and std; so is the target (``standardize_target``), so
+    that an MLP trains with a loss near 1 instead of ~2e4:
+    :class:`~project.models.TabularRegressor` reads :attr:`target_mean` and :attr:`target_std`
+    and reports in the original units. The split (default 65/15/20 %: 288/66/88 rows) is a seeded
+    permutation (``split_seed``), independent of the global seed.
 
     Args:
         val_fraction: Share of the 442 rows used for validation.
@@ -54,9 +31,8 @@ class DiabetesDataModule(BaseDataModule):
         split_seed: Seed of the split permutation.
         standardize_target: Standardise the target with the train split's mean and std.
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`. ``predict_path`` is a CSV file
-            (or a folder of
-            them) of raw feature rows, see :meth:`read_predict_inputs`.
+            :class:`~project.data.base.BaseDataModule`; ``predict_path``: a CSV file (or a folder
+            of them) of raw feature rows, see :meth:`read_predict_inputs`.
 
     Attributes (after :meth:`setup`):
         feature_mean, feature_std: ``[10]`` float32 train-split statistics.
@@ -93,52 +69,27 @@ class DiabetesDataModule(BaseDataModule):
         self.target_mean = 0.0
         self.target_std = 1.0
 
-    @staticmethod
-    def load() -> tuple[Tensor, Tensor]:
-        """The raw data: features ``[442, 10]`` float32 and target ``[442]`` float32 (original units)."""
+    def setup(self, stage: str | None = None) -> None:
+        """Load the data, split it and build the three standardised splits (for every stage)."""
         from sklearn.datasets import load_diabetes
 
         data = load_diabetes(scaled=False)
-        return (
-            torch.tensor(data.data, dtype=torch.float32),
-            torch.tensor(data.target, dtype=torch.float32),
-        )
-
-    def split_indices(self, num_samples: int) -> tuple[Tensor, Tensor, Tensor]:
-        """The ``(train, val, test)`` row indices (int64) of this module's seeded split."""
-        test_idx, val_idx, train_idx = seeded_split(
-            num_samples, [self.test_fraction, self.val_fraction], self.split_seed
-        )
-        return train_idx, val_idx, test_idx
-
-    def setup(self, stage: str | None = None) -> None:
-        """Load the data, split it and build the standardised train/val/test datasets (all at once);
-        for ``predict`` with ``predict_path``, read those rows too."""
-        if self.train_set is None:
-            self._setup_splits()
-        if stage == "predict":
-            self.setup_predict_inputs()
+        features = torch.tensor(data.data, dtype=torch.float32)
+        target = torch.tensor(data.target, dtype=torch.float32)
+        test, val, train = seeded_split(len(target), [self.test_fraction, self.val_fraction], self.split_seed)
+        self.feature_mean, self.feature_std = (s.float() for s in channel_mean_std(features[train]))
+        features = (features - self.feature_mean) / self.feature_std
+        if self.standardize_target:
+            self.target_mean, self.target_std = (float(s) for s in channel_mean_std(target[train, None]))
+        target = (target - self.target_mean) / self.target_std
+        self.train_set = TensorDataset(features[train], target[train])
+        self.val_set = TensorDataset(features[val], target[val])
+        self.test_set = TensorDataset(features[test], target[test])
 
     def read_predict_inputs(self, path: Path) -> PredictInputs:
         """CSV rows at ``path`` (a file, or a folder of ``*.csv`` files): 10 numbers per row in the
-        original units and the order of :attr:`feature_names` (as ``load_diabetes(scaled=False)``),
-        with or without that header, standardised with the train split's mean and std like every
-        split. A row with another column count or a non-number stops with an error naming the file
-        and line (:func:`~project.data.predict_files.read_csv_rows`)."""
+        original units and the order of :attr:`feature_names`, with or without that header,
+        standardised like every split. A bad row stops with an error naming the file and line
+        (:func:`~project.data.predict_files.read_csv_rows`)."""
         rows, names, skipped = read_csv_rows(path, self.feature_names)
-        features = (rows - self.feature_mean) / self.feature_std
-        return PredictInputs(InputTensors(features), names, skipped)
-
-    def _setup_splits(self) -> None:
-        features, target = self.load()
-        train_idx, val_idx, test_idx = self.split_indices(len(features))
-        self.feature_mean, self.feature_std = column_mean_std(features[train_idx])
-        features = (features - self.feature_mean) / self.feature_std
-        if self.standardize_target:
-            train_target = target[train_idx].double()
-            self.target_mean = float(train_target.mean())
-            self.target_std = float(train_target.std())
-        target = (target - self.target_mean) / self.target_std
-        self.train_set = TensorDataset(features[train_idx], target[train_idx])
-        self.val_set = TensorDataset(features[val_idx], target[val_idx])
-        self.test_set = TensorDataset(features[test_idx], target[test_idx])
+        return PredictInputs(InputTensors((rows - self.feature_mean) / self.feature_std), names, skipped)

@@ -1,14 +1,10 @@
 """The training loader behind exact resume from any step (README, "Checkpoints and exact resume").
 
-Lightning saves the state of a ``torchdata`` ``StatefulDataLoader`` in every checkpoint (the fit loop's
-``combined_loader`` entry) and loads it back when a run resumes mid-epoch, so the interrupted epoch
-continues with the very batches it had left. Two pieces make the rest exact:
-
-- :class:`EpochRandomSampler`: the shuffle order, and the seed of the DataLoader workers, of epoch ``e``
-  are a function of ``(seed, e)`` only, so an epoch-boundary resume (where Lightning starts a fresh
-  iterator and loads no loader state) repeats the uninterrupted run's epoch too.
-- :class:`WorkerRNGDataset`: each worker process's python/numpy/torch generator states travel with the
-  loader state, so worker-side augmentation continues exactly where the checkpoint was taken.
+Lightning saves a ``torchdata`` ``StatefulDataLoader``'s state in every checkpoint and loads it back on
+a mid-epoch resume, so the interrupted epoch continues with the batches it had left.
+:class:`EpochRandomSampler` makes each epoch's order (and worker seeds) a function of ``(seed, epoch)``
+only, so an epoch-boundary resume (a fresh iterator, no loader state) repeats it too;
+:class:`WorkerRNGDataset` carries the workers' generator states, so worker-side augmentation continues.
 """
 
 from __future__ import annotations
@@ -28,19 +24,13 @@ T = TypeVar("T")
 
 
 class EpochRandomSampler(RandomSampler):
-    """Shuffle with a private ``torch.Generator`` reseeded from ``(seed, epoch)`` by :meth:`set_epoch`.
+    """Shuffle with a private ``torch.Generator`` reseeded with ``epoch_seed(seed, epoch)``
+    (:func:`project.callbacks.epoch_seed`) by :meth:`set_epoch`, which Lightning calls before
+    every training epoch; ``epoch`` is the first iterator's, which Lightning creates before calling it.
 
-    Lightning calls ``set_epoch`` before every training epoch (as for a ``DistributedSampler``); pass the
-    epoch the loader is built in as ``epoch``, because Lightning creates the first epoch's iterator
-    before it calls ``set_epoch``. Pass :attr:`generator` to the DataLoader as well (its ``generator``
-    argument), so the worker base seed is drawn from it, after the permutation. The iterator's state
-    (the generator state at the epoch start and the number of indices yielded) is ``torchdata``'s.
-
-    Args:
-        data_source: The dataset (only its length is used).
-        seed: Base seed; the generator of epoch ``e`` is seeded with ``epoch_seed(seed, e)``
-            (:func:`project.callbacks.epoch_seed`, numpy's ``SeedSequence``).
-        epoch: The epoch of the first iterator.
+    Pass :attr:`generator` to the DataLoader too, so the worker base seed is drawn from it (after the
+    permutation). The iterator's state (the generator state at the epoch start and the number of
+    indices yielded) is ``torchdata``'s. ``data_source``: the dataset (only its length is used).
     """
 
     def __init__(self, data_source: Sized, seed: int, epoch: int = 0) -> None:
@@ -55,17 +45,13 @@ class EpochRandomSampler(RandomSampler):
 
 
 class WorkerRNGDataset(Dataset[T]):
-    """A map-style dataset whose ``torchdata`` state is the RNG state of the worker process reading it.
+    """``dataset`` (indexing and length passed through) whose ``torchdata`` state is the python, numpy
+    and torch CPU generator state of the worker process reading it.
 
-    ``StatefulDataLoader`` asks each worker for its dataset's ``state_dict`` after every batch it
-    loads, keeps the one that belongs to the last batch handed to training, and in a resumed run loads
-    it in the new worker (after the usual ``base_seed + worker_id`` seeding and ``worker_init_fn``). The
-    state is python's, numpy's and torch's CPU generator state (in types ``torch.load(weights_only=True)``
-    reads); in the main process (``num_workers=0``) it is empty, as the global generators are
+    ``StatefulDataLoader`` keeps the state of the worker that produced the last batch handed to
+    training and, in a resumed run, loads it in the new worker (after the usual ``base_seed +
+    worker_id`` seeding). In the main process the state is empty: the global generators are
     :class:`~project.callbacks.ExactResume`'s job there.
-
-    Args:
-        dataset: The map-style dataset to read (indexing and length are passed through).
     """
 
     def __init__(self, dataset: Dataset[T]) -> None:
@@ -90,11 +76,9 @@ class WorkerRNGDataset(Dataset[T]):
 def resumable_train_loader(
     dataset: Dataset[Any], seed: int, epoch: int, num_workers: int, **kwargs: Any
 ) -> StatefulDataLoader:
-    """A shuffling ``StatefulDataLoader`` for training that resumes exactly from any step.
-
-    Shuffles with :class:`EpochRandomSampler` (``seed``, ``epoch``), whose generator also draws the
-    worker base seed; with ``num_workers > 0`` the dataset is wrapped in :class:`WorkerRNGDataset`.
-    ``kwargs`` go to ``StatefulDataLoader`` (``batch_size``, ``pin_memory``, ``collate_fn``, ...).
+    """A shuffling ``StatefulDataLoader`` for training that resumes exactly from any step: shuffled by
+    :class:`EpochRandomSampler`, the dataset wrapped in :class:`WorkerRNGDataset` when
+    ``num_workers > 0``; ``kwargs`` (``batch_size``, ``collate_fn``, ...) go to the loader.
     """
     sampler = EpochRandomSampler(dataset, seed, epoch)  # type: ignore[arg-type]
     with warnings.catch_warnings():

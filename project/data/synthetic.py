@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import torch
+from torch.utils.data import TensorDataset
 
-from .base import BaseDataModule, TensorDataset
+from .base import BaseDataModule
 
 
 class SyntheticDataModule(BaseDataModule):
@@ -43,16 +44,12 @@ class SyntheticDataModule(BaseDataModule):
         self.seed = seed
 
     def setup(self, stage: str | None = None) -> None:
-        """Generate the three splits (once)."""
-        if self.train_set is not None:
-            return
+        """Generate the three splits."""
         generator = torch.Generator().manual_seed(self.seed)
         n_eval = max(1, self.num_samples // 4)
-        total = self.num_samples + 2 * n_eval
-        images = torch.randn(total, *self.dims, generator=generator)
+        images = torch.randn(self.num_samples + 2 * n_eval, *self.dims, generator=generator)
         teacher = torch.randn(images[0].numel(), self.num_classes, generator=generator)
         labels = (images.flatten(1) @ teacher).argmax(dim=1)
-        cut = [self.num_samples, self.num_samples + n_eval]
-        self.train_set = TensorDataset(images[: cut[0]], labels[: cut[0]])
-        self.val_set = TensorDataset(images[cut[0] : cut[1]], labels[cut[0] : cut[1]])
-        self.test_set = TensorDataset(images[cut[1] :], labels[cut[1] :])
+        sizes = [self.num_samples, n_eval, n_eval]
+        splits = [TensorDataset(x, y) for x, y in zip(images.split(sizes), labels.split(sizes), strict=True)]
+        self.train_set, self.val_set, self.test_set = splits

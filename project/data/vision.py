@@ -18,27 +18,26 @@ from .predict_files import PredictInputs, read_image_files
 class TorchvisionDataModule(BaseDataModule):
     """A torchvision classification dataset with a seeded train/val split of its training files.
 
-    Transforms are built in the usual order: geometric augmentation, then colour augmentation (both
-    train only), then conversion to ``float32`` in ``[0, 1]`` and normalisation with the dataset's
-    published train-set mean/std (``mean``/``std`` class attributes; recompute them for your own
-    data with :func:`project.data.base.channel_mean_std`).
-    Batches are ``(images [B, C, H, W] float32, labels [B] int64)``.
+    Batches are ``(images [B, C, H, W] float32, labels [B] int64)``. Transforms: the subclass's
+    :meth:`augmentations` (train only; geometric, then colour), then conversion to ``float32`` in
+    ``[0, 1]`` and normalisation with the dataset's published train-set ``mean``/``std`` (recompute
+    them for your own data with :func:`project.data.base.channel_mean_std`).
 
     Args:
         data_dir: Folder that holds (or will hold) the dataset in torchvision's layout, relative to
             the working directory unless absolute.
-        download: Download into ``data_dir`` in ``prepare_data`` if the files are missing. Off by
-            default: nothing is fetched unless you ask.
+        download: Download into ``data_dir`` in ``prepare_data`` if the files are missing (off: nothing
+            is fetched unless you ask).
         val_size: Number of training images held out for validation.
         split_seed: Seed of the train/val split (independent of the global seed).
         augment: Apply the train-only augmentations.
         batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path: see
-            :class:`~project.data.base.BaseDataModule`. ``predict_path`` images are read by
-            :meth:`read_predict_inputs`; ``predict`` then needs no dataset files in ``data_dir``.
+            :class:`~project.data.base.BaseDataModule`. ``predict`` with ``predict_path`` needs
+            no dataset files in ``data_dir``.
 
     Raises:
-        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when ``data_dir`` is
-            missing or empty, or the dataset's files are missing, truncated or corrupt.
+        project.errors.DataError: (a ``FileNotFoundError``) in ``setup`` when the dataset's files
+            in ``data_dir`` are missing, truncated or corrupt.
     """
 
     dataset_name: ClassVar[str]
@@ -71,68 +70,47 @@ class TorchvisionDataModule(BaseDataModule):
         self.split_seed = split_seed
         self.augment = augment
 
-    # ------------------------------------------------------------------ per dataset
-    def _dataset(self, train: bool, transform: Any, download: bool = False) -> Dataset[Any]:
-        from torchvision import datasets
-
-        dataset_class = getattr(datasets, self.dataset_name)
-        return dataset_class(str(self.data_dir), train=train, transform=transform, download=download)
-
-    def geometric_transforms(self) -> list[v2.Transform]:
-        """Train-only geometric augmentations (applied first)."""
+    def augmentations(self) -> list[v2.Transform]:
+        """The train-only augmentations, geometric ones first (none here)."""
         return []
 
-    def colour_transforms(self) -> list[v2.Transform]:
-        """Train-only colour augmentations (applied after the geometric ones)."""
-        return []
-
-    # ------------------------------------------------------------------ shared
     def transform(self, train: bool) -> v2.Compose:
         """The full transform for one split: augmentation (train only), to float, normalise."""
-        steps: list[v2.Transform] = []
-        if train and self.augment:
-            steps += self.geometric_transforms() + self.colour_transforms()
+        steps = self.augmentations() if train and self.augment else []
         steps += [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(self.mean, self.std)]
         return v2.Compose(steps)
 
     def prepare_data(self) -> None:
         """Download both splits into ``data_dir`` when ``download`` is on (called on one process only)."""
-        if self.download:
-            self._dataset(train=True, transform=None, download=True)
-            self._dataset(train=False, transform=None, download=True)
+        from torchvision import datasets
 
-    def _load(self, train: bool, transform: Any) -> Dataset[Any]:
-        if not self.data_dir.is_dir() or not any(self.data_dir.iterdir()):
-            state = "does not exist" if not self.data_dir.exists() else "is empty"
-            raise DataError(
-                f"data_dir={str(self.data_dir)!r} {state} (absolute: {self.data_dir.resolve()}); "
-                f"{self.dataset_name} is expected there. Download it with --data.download=true, or point "
-                "--data.data_dir at a folder that holds it in torchvision's layout."
-            )
+        if self.download:
+            for train in (True, False):
+                getattr(datasets, self.dataset_name)(str(self.data_dir), train=train, download=True)
+
+    def _load(self, train: bool, transform: v2.Compose) -> Dataset[Any]:
+        from torchvision import datasets
+
         try:
-            return self._dataset(train=train, transform=transform)
+            return getattr(datasets, self.dataset_name)(str(self.data_dir), train=train, transform=transform)
         except (RuntimeError, ValueError, OSError, EOFError, pickle.UnpicklingError) as error:
             raise DataError(
-                f"{self.dataset_name} in data_dir={str(self.data_dir)!r} "
-                f"(absolute: {self.data_dir.resolve()}) is missing or unreadable: "
-                f"{type(error).__name__}: {error}. A truncated or partial download? "
-                "Delete the dataset's folder and download again with --data.download=true."
+                f"{self.dataset_name} in data_dir={str(self.data_dir)!r} (absolute: "
+                f"{self.data_dir.resolve()}) is missing or unreadable: {type(error).__name__}: {error}. "
+                "Download it with --data.download=true (delete a partial download first), or point "
+                "--data.data_dir at a folder that holds it in torchvision's layout."
             ) from error
 
     def read_predict_inputs(self, path: Path) -> PredictInputs:
-        """Image files at ``path`` (a file or folder; PNG, JPEG, any size), converted to the dataset's
-        channels (grayscale or RGB), resized to its ``dims`` (antialiased), then given the test
-        split's transform (to float in ``[0, 1]``, normalised with the published mean and std)."""
+        """Image files at ``path`` (PNG, JPEG, any size), converted to the dataset's channels, resized to
+        its ``dims`` (antialiased), then given the test split's transform."""
         transform = v2.Compose([v2.Resize(self.dims[1:], antialias=True), self.transform(train=False)])
         return read_image_files(path, self.dims[0], transform)
 
     def setup(self, stage: str | None = None) -> None:
-        """Build the train/val split of the training files and the test split; for ``predict`` with
-        ``predict_path`` only read those images (no dataset files needed)."""
-        if stage == "predict" and self.predict_path is not None:
-            self.setup_predict_inputs()
-            return
-        if self.train_set is not None:
+        """Build the train/val split of the training files and the test split (for ``predict`` with
+        ``predict_path``: nothing, no dataset files needed)."""
+        if (stage == "predict" and self.predict_path is not None) or self.train_set is not None:
             return
         train_aug = self._load(train=True, transform=self.transform(train=True))
         train_plain = self._load(train=True, transform=self.transform(train=False))
@@ -146,52 +124,46 @@ class TorchvisionDataModule(BaseDataModule):
 
 
 class MNISTDataModule(TorchvisionDataModule):
-    """MNIST handwritten digits, ``[1, 28, 28]``. Augmentation: random affine (rotation, shift).
-
-    Mean/std 0.1307/0.3081: the train-set statistics used in PyTorch's MNIST example.
-    """
+    """MNIST handwritten digits, ``[1, 28, 28]``. Mean/std 0.1307/0.3081: the train-set statistics
+    used in PyTorch's MNIST example."""
 
     dataset_name = "MNIST"
     mean = (0.1307,)
     std = (0.3081,)
     dims = (1, 28, 28)
 
-    def geometric_transforms(self) -> list[v2.Transform]:
+    def augmentations(self) -> list[v2.Transform]:
         """Random rotation up to 10 degrees and shift up to 10% of the side."""
         return [v2.RandomAffine(degrees=10.0, translate=(0.1, 0.1))]
 
 
 class FashionMNISTDataModule(MNISTDataModule):
-    """Fashion-MNIST clothing images, ``[1, 28, 28]``. Augmentation: random horizontal flip.
-
-    Mean/std 0.2860/0.3530: computed on the 60,000 training images.
-    """
+    """Fashion-MNIST clothing images, ``[1, 28, 28]``. Mean/std 0.2860/0.3530: computed on the 60,000
+    training images."""
 
     dataset_name = "FashionMNIST"
     mean = (0.2860,)
     std = (0.3530,)
 
-    def geometric_transforms(self) -> list[v2.Transform]:
-        """Random horizontal flip and a shift of up to 2 pixels (crop with padding)."""
+    def augmentations(self) -> list[v2.Transform]:
+        """A shift of up to 2 pixels (crop with padding) and a random horizontal flip."""
         return [v2.RandomCrop(28, padding=2), v2.RandomHorizontalFlip()]
 
 
 class CIFAR10DataModule(TorchvisionDataModule):
-    """CIFAR-10, ``[3, 32, 32]`` RGB. Augmentation: random crop with 4-pixel padding and horizontal
-    flip (He et al. 2016), then a mild colour jitter.
-
-    Mean/std: the per-channel statistics of the 50,000 training images.
-    """
+    """CIFAR-10, ``[3, 32, 32]`` RGB. Mean/std: the per-channel statistics of the 50,000 training
+    images."""
 
     dataset_name = "CIFAR10"
     mean = (0.4914, 0.4822, 0.4465)
     std = (0.2470, 0.2435, 0.2616)
     dims = (3, 32, 32)
 
-    def geometric_transforms(self) -> list[v2.Transform]:
-        """Random 32x32 crop of the 4-pixel-padded image, then a random horizontal flip."""
-        return [v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip()]
-
-    def colour_transforms(self) -> list[v2.Transform]:
-        """Brightness, contrast and saturation jitter of up to 20%."""
-        return [v2.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2)]
+    def augmentations(self) -> list[v2.Transform]:
+        """Random 32x32 crop of the 4-pixel-padded image and horizontal flip (He et al. 2016), then
+        brightness, contrast and saturation jitter of up to 20%."""
+        return [
+            v2.RandomCrop(32, padding=4),
+            v2.RandomHorizontalFlip(),
+            v2.ColorJitter(brightness=0.2, contrast=0.2, saturation=0.2),
+        ]
