@@ -53,10 +53,36 @@ def input_files(path: Path) -> list[Path]:
     return files
 
 
+class ImageFiles(Dataset[Tensor]):
+    """Image files read one at a time (in the loader's workers, so a folder larger than memory can be
+    predicted) with PIL, converted to ``mode`` (``"L"``, ``"RGB"``), then ``transform``.
+
+    Raises:
+        DataError: (from ``__getitem__``) a file cannot be decoded; the message names it.
+    """
+
+    def __init__(self, files: Sequence[Path], mode: str, transform: Callable[[Any], Tensor]) -> None:
+        self.files, self.mode, self.transform = list(files), mode, transform
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, index: int) -> Tensor:
+        from PIL import Image
+
+        try:
+            with Image.open(self.files[index]) as image:
+                return self.transform(image.convert(self.mode))
+        except (OSError, ValueError, SyntaxError) as error:
+            reason = f"{type(error).__name__}: {error}"
+            raise DataError(f"{self.files[index]}: not a readable image: {reason}") from error
+
+
 def read_image_files(path: Path, channels: int, transform: Callable[[Any], Tensor]) -> PredictInputs:
-    """The images at ``path`` (a file or a folder), read into memory with PIL and converted to
-    ``channels`` (1: grayscale, 3: RGB), then ``transform``. A file PIL cannot decode (a text file, a
-    truncated or corrupt image) is skipped and listed with the reason.
+    """The images at ``path`` (a file or a folder), converted to ``channels`` (1: grayscale, 3: RGB),
+    then ``transform``, read lazily (:class:`ImageFiles`). Each file is checked first with PIL
+    (``Image.open`` and ``verify``: header and, for PNG, every chunk's checksum); one that fails (a
+    text file, a truncated or corrupt image) is skipped and listed with the reason.
 
     Args:
         path: An image file (PNG, JPEG or anything else PIL reads) or a folder of them.
@@ -68,22 +94,20 @@ def read_image_files(path: Path, channels: int, transform: Callable[[Any], Tenso
     """
     from PIL import Image
 
-    images: list[Tensor] = []
-    names: list[str] = []
+    good: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for file in input_files(path):
         try:
             with Image.open(file) as image:
-                converted = image.convert({1: "L", 3: "RGB"}[channels])
+                image.verify()
+            good.append(file)
         except (OSError, ValueError, SyntaxError) as error:
             skipped.append((str(file), f"not a readable image: {type(error).__name__}: {error}"))
-            continue
-        images.append(transform(converted))
-        names.append(file.name)
-    if not images:
+    if not good:
         reasons = "; ".join(f"{file}: {reason}" for file, reason in skipped[:3])
         raise DataError(f"predict_path={str(path)!r}: no readable image ({reasons})")
-    return PredictInputs(InputTensors(torch.stack(images)), names, skipped)
+    mode = {1: "L", 3: "RGB"}[channels]
+    return PredictInputs(ImageFiles(good, mode, transform), [file.name for file in good], skipped)
 
 
 def read_csv_rows(path: Path, columns: Sequence[str]) -> tuple[Tensor, list[str], list[tuple[str, str]]]:
