@@ -195,14 +195,17 @@ class ProjectCLI(LightningCLI):
         """Choose this run's folder and point the trainer, loggers and checkpoints at it.
 
         ``fit --ckpt_path`` of a checkpoint inside a run folder continues that run there, with its
-        W&B id; anything else gets a new folder (:func:`~project.runs.create_run_dir`).
+        W&B id, unless ``--run_name`` names another run (a branch); anything else gets a new folder
+        (:func:`~project.runs.create_run_dir`).
         """
         config = self._config()
         if self.ckpt_path is not None:
             config.ckpt_path = self.ckpt_path
         self._user_logger = config.trainer.logger
         continued = run_dir_of(config.ckpt_path) if config.get("ckpt_path") else None
-        if self.subcommand == "fit" and continued is not None and not config.run_name:
+        # a --run_name that names the checkpoint's own run (the first command, repeated) continues it too
+        named = Path(config.logs_dir).expanduser().resolve() / str(config.run_name)
+        if self.subcommand == "fit" and continued is not None and (not config.run_name or continued == named):
             self.run_dir, self.continued = continued, True
         else:
             self.run_dir = create_run_dir(config.logs_dir, self.subcommand or self.run_label, config.run_name)

@@ -60,7 +60,9 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(run_cli: Ru
     straight = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=straight")
     first = run_cli("fit", *args, "--trainer.max_epochs=2", "--run_name=resumed")
     run_cli("fit", *args, "--trainer.max_epochs=3", "--ckpt_path=last")
-    again = run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")  # resume twice
+    # resume twice; the second time as GracefulInterruption advises: the first command (with its
+    # --run_name) plus --ckpt_path last
+    again = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=resumed", "--ckpt_path=last")
     assert again.run_dir == first.run_dir  # no new run folder
     assert sorted(p.name for p in run_dirs(workdir / "logs")) == ["resumed", "straight"]
     folder = first.run_dir / "checkpoints"

@@ -209,7 +209,8 @@ class BaseDataModule(LightningDataModule):
             found = self.read_predict_inputs(Path(self.predict_path).expanduser())
             self.predict_set, self.predict_names = found.dataset, found.names
             self.predict_skipped = found.skipped
-            print(f"predict_path: {len(found.names)} inputs from {self.predict_path}", flush=True)
-            for file, reason in found.skipped:
-                print(f"Skipped {file}: {reason}", flush=True)
+            if getattr(self.trainer, "is_global_zero", True):  # once, not once per DDP process
+                print(f"predict_path: {len(found.names)} inputs from {self.predict_path}", flush=True)
+                for file, reason in found.skipped:
+                    print(f"Skipped {file}: {reason}", flush=True)
         return self._loader(self.predict_set if self.predict_names is not None else self.test_set, "predict")
