@@ -187,3 +187,29 @@ def warn_logger_switch(run_dir: Path, logger: Any) -> None:
             "the run did.",
             stacklevel=2,
         )
+
+
+def warn_replaced_by_checkpoint(argv: list[str], before: Namespace, after: Namespace) -> None:
+    """Warn when ``--model...`` values given on the command line are replaced by the checkpoint's (the
+    ``model`` config ``before`` and ``after`` the checkpoint's was applied): with ``--ckpt_path`` the
+    model's class and arguments come from the checkpoint (and, for ``fit``, the optimizer's state)."""
+
+    def flat(model: Namespace) -> dict[str, Any]:
+        return {f"model.{key}".replace("init_args.", ""): value for key, value in model.items()}
+
+    old, new = flat(before), flat(after)
+    given = [
+        arg.split("=", 1)[0].lstrip("-").replace("init_args.", "")
+        for arg in argv
+        if arg.startswith("--model")
+    ]
+    replaced = [
+        key for key in old if old[key] != new.get(key) and any(f"{key}.".startswith(f"{g}.") for g in given)
+    ]
+    if replaced:
+        warnings.warn(
+            "--ckpt_path: the model comes from the checkpoint, so "
+            + ", ".join(f"{key}={old[key]!r} is replaced by its {new.get(key)!r}" for key in replaced)
+            + ". To train with other model settings, start a new run without --ckpt_path.",
+            stacklevel=2,
+        )

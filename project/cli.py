@@ -48,6 +48,7 @@ from .checks import (
     class_of,
     warn_carried_over,
     warn_logger_switch,
+    warn_replaced_by_checkpoint,
 )
 from .errors import CheckpointError, ConfigError, ProjectError
 from .loading import saved_classes
@@ -186,7 +187,9 @@ class ProjectCLI(LightningCLI):
         if "data" in saved and class_of(config.data.class_path) is not default_data:
             del saved["data"]  # the config chose a data class: keep it
         if saved:
+            before = config.model.clone()
             self.config = parser.parse_object({self.config.subcommand: saved}, self.config)
+            warn_replaced_by_checkpoint(argv, before, self._config().model)
         # Set back in before_instantiate_classes: LightningCLI would read the checkpoint a second time
         # (ignoring --weights_only and the links) if it saw the path now.
         self._config().ckpt_path = None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from conftest import CONFIGS, FAST, RunCLI, run_dirs, run_module
 
 from project.cli import ProjectCLI
@@ -245,3 +246,19 @@ def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI) -> None:
         warnings.simplefilter("error", UserWarning)
         warnings.filterwarnings("ignore", "(?!continuing)")  # only this warning is an error here
         run_cli("fit", "--config", csv_preset, "--trainer.max_epochs=3", "--ckpt_path=last")
+
+
+def test_a_model_setting_given_with_ckpt_path_that_the_checkpoint_replaces_warns(run_cli: RunCLI) -> None:
+    """With ``--ckpt_path`` the model comes from the checkpoint: an explicit ``--model...`` value that
+    it replaces is named in a warning (it was dropped without a word); the value used is the
+    checkpoint's, as the saved config says. A value equal to the checkpoint's does not warn."""
+    first = run_cli("fit")
+    with pytest.warns(UserWarning, match=r"model\.optimizer\.lr=5\.0 is replaced by its 0\.001"):
+        run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--model.optimizer.init_args.lr=5")
+    saved = yaml.safe_load((first.run_dir / "config.resume-1.yaml").read_text())
+    assert saved["model"]["init_args"]["optimizer"]["init_args"]["lr"] == 0.001
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "--ckpt_path: the model comes from the checkpoint")
+        run_cli("validate", "--ckpt_path=last", "--model.optimizer.init_args.lr=0.001")
