@@ -95,14 +95,23 @@ def _signature_defaults(cls: type) -> dict[str, Any]:
     }
 
 
-#: Link targets (set from their source by the CLI) -> where the value comes from.
+#: Model arguments that the CLI sets from the DataModule once it is built (``link_arguments(...,
+#: apply_on="instantiate")``): target -> the DataModule attribute read (of ``dims``, the first entry).
+DATA_LINKS = {"num_classes": "num_classes", "in_features": "num_features", "in_channels": "dims"}
+
+#: Every link target -> where its value comes from.
 LINKED = {
-    "model.num_classes": "the DataModule's num_classes",
+    **{f"model.{target}": f"the DataModule's {source}" for target, source in DATA_LINKS.items()},
     "model.in_channels": "the DataModule's dims[0]",
-    "model.in_features": "the DataModule's num_features",
     "checkpoint.monitor": "val/<model.best_metric>",
     "checkpoint.mode": "model.best_mode",
 }
+
+
+def data_link_value(datamodule: Any, source: str) -> Any:
+    """The value of ``DATA_LINKS`` source attribute ``source`` of ``datamodule`` (``None`` if absent)."""
+    value = getattr(datamodule, source, None)
+    return int(value[0]) if source == "dims" and value else value
 
 
 def check_linked_not_set(parser: LightningArgumentParser, argv: list[str]) -> None:

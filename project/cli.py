@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,13 @@ from .callbacks import (
 )
 from .checkpointing import AtomicCheckpointIO, LastCheckpoint, check_state_dict_fits, load_checkpoint
 from .checks import (
+    DATA_LINKS,
     check_linked_not_set,
     check_model_and_trainer,
     check_sync_batchnorm,
     check_wandb_log_model,
     class_of,
+    data_link_value,
     warn_carried_over,
     warn_logger_switch,
     warn_replaced_by_checkpoint,
@@ -72,15 +74,6 @@ DEFAULT_CONFIG_FILES = [
 #: Keys of a fit's config that belong to that run alone; its ``config.yaml`` saves them as null so
 #: that re-running it (``fit --config logs/A/config.yaml``) starts a new run instead of writing into A.
 RUN_KEYS = ("run_name", "ckpt_path")
-
-
-#: Model arguments set from the DataModule once it is built (``link_arguments(apply_on="instantiate")``):
-#: target -> how the value is read from the DataModule (``None`` when it has no such attribute).
-DATA_LINKS: dict[str, Callable[[LightningDataModule], Any]] = {
-    "num_classes": lambda dm: getattr(dm, "num_classes", None),
-    "in_features": lambda dm: getattr(dm, "num_features", None),
-    "in_channels": lambda dm: int(dims[0]) if (dims := getattr(dm, "dims", None)) else None,
-}
 
 
 class ProjectCLI(LightningCLI):
@@ -144,7 +137,8 @@ class ProjectCLI(LightningCLI):
         parser.add_lightning_class_args(TrainingMonitor, "training_monitor")
         parser.add_lightning_class_args(HealthCheck, "health")
         parser.add_lightning_class_args(GracefulInterruption, "interruption")
-        for target, compute_fn in DATA_LINKS.items():
+        for target, source in DATA_LINKS.items():
+            compute_fn = partial(data_link_value, source=source)
             parser.link_arguments("data", f"model.init_args.{target}", compute_fn, apply_on="instantiate")
         parser.link_arguments(
             "model.init_args.best_metric", "checkpoint.monitor", compute_fn=lambda m: f"val/{m}"
