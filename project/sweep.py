@@ -27,7 +27,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -249,30 +248,14 @@ class _TrialCLI(ProjectCLI):
         self._trial_callbacks = callbacks
         super().__init__(args=args)
 
+    def init_parser(self, **kwargs: Any) -> Any:
+        """A parser that raises ``argparse.ArgumentError`` (the trial's error) instead of exiting."""
+        return super().init_parser(**kwargs, exit_on_error=False)
+
     def after_instantiate_classes(self) -> None:
         """Append the trial's callbacks (after ``ModelCheckpoint``: a pruned epoch is still saved)."""
         super().after_instantiate_classes()
         self.trainer.callbacks.extend(self._trial_callbacks)  # type: ignore[attr-defined]
-
-
-class _Tee:
-    """A text stream that writes to ``stream`` and keeps the last ``keep`` characters (to find the
-    ``error:`` line of a trial whose parser exited)."""
-
-    def __init__(self, stream: Any, keep: int = 4000) -> None:
-        self.stream, self.keep, self.text = stream, keep, ""
-
-    def write(self, text: str) -> int:
-        self.text = (self.text + text)[-self.keep :]
-        return int(self.stream.write(text))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-    def last_error(self) -> str:
-        """The last ``error:`` line written, else the last line."""
-        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
-        return ([line for line in lines if line.startswith("error:")] or lines or ["(no message)"])[-1]
 
 
 class TrialFailed(Exception):
@@ -322,24 +305,21 @@ class Objective:
         args = ["fit", *TRIAL_DEFAULTS, *self.fit_args, *overrides]
         args += [f"--logs_dir={self.logs_dir}", f"--run_name={run_name}"]
         pruning = PyTorchLightningPruningCallback(trial, monitor=self.spec.metric)
-        stderr = _Tee(sys.stderr)
         try:
-            with contextlib.redirect_stderr(stderr):
-                cli = _TrialCLI(args, callbacks=[pruning])
+            cli = _TrialCLI(args, callbacks=[pruning])
             pruning.check_pruned()  # DDP trials: the decision of rank 0 (a no-op in one process)
         except optuna.TrialPruned:
             raise
         except (KeyboardInterrupt, SystemExit, Exception) as error:
-            # SystemExit: a sampled value the parser rejects, or Lightning's exit(1) after Ctrl-C
+            # SystemExit: Lightning's exit(1) after a Ctrl-C outside our interruption callback
             if self.interrupted or isinstance(error, (KeyboardInterrupt, TrainingInterrupted)):
                 trial.set_user_attr("error", "interrupted (Ctrl-C)")
                 raise KeyboardInterrupt from None
+            message = str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
             if isinstance(error, SystemExit):
-                message = f"fit exited with code {error.code}: {stderr.last_error()}"
-            else:
-                message = (
-                    str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
-                )
+                message = f"fit exited with code {error.code}"
+            elif isinstance(error, argparse.ArgumentError):  # a sampled value the parser rejects
+                message = "invalid fit option: " + " ".join(str(error).split())
             trial.set_user_attr("error", message)
             raise TrialFailed(message) from None
         value = cli.trainer.callback_metrics.get(self.spec.metric)
