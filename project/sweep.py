@@ -442,12 +442,9 @@ def write_trials_csv(study: Any, path: Path) -> Path:
 
 
 def write_best_config(study: Any, path: Path) -> Path | None:
-    """Write the best trial's resolved ``fit`` config to ``path``; ``None`` when no trial completed.
-
-    The config is parsed from the trial's own ``fit`` options (its ``fit_args`` user attribute: the
-    sweep's fit options plus its sampled values, not the sweep's :data:`TRIAL_DEFAULTS`), as ``fit``
-    would, so ``fit --config path`` re-runs it with fit's usual logger and progress bar.
-    """
+    """Write the best trial's ``fit`` config to ``path`` (``None``: no trial completed), parsed from its
+    own fit options (its ``fit_args`` user attribute, without :data:`TRIAL_DEFAULTS`): ``fit --config
+    path`` re-runs it with fit's usual logger and progress bar."""
     try:
         best = study.best_trial
     except ValueError:
@@ -490,15 +487,13 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
 
 
 HELP_EPILOG = f"""
---config FILE: the sweep YAML is the --config file that has a search_space (see configs/sweep/digits.yaml).
-Any other --config file and every other option is a fit option applied to every trial
-(`python -m {__package__} fit --help` lists them); trials log to CSV unless a logger is given:
+The sweep YAML is the --config file with a search_space (configs/sweep/digits.yaml); every other
+argument is a fit option for all trials (`python -m {__package__} fit --help`), which log to CSV:
 
   {PROG} --config configs/sweep/digits.yaml --trainer.max_epochs=10 --n_trials 20
 
-Start the same command in more processes (or on more machines, with --storage postgresql://...) to
-share the work; re-run it to continue the study; --n_trials 0 only rewrites the results in
-<logs_dir>/<study>_sweep/ (trials.csv, best.yaml, PNG plots).
+Run the same command in more processes (or machines, with --storage postgresql://...) to share the
+study, again to continue it; --n_trials 0 only rewrites the results in <logs_dir>/<study>_sweep/.
 """
 
 
@@ -552,9 +547,8 @@ def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path, dict[str,
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project sweep ARGS`` (see the module docstring): create or load the
-    study, run trials until it has ``--n_trials`` finished (complete or pruned) ones or ``--timeout``
-    passed, and write the results.
+    """Run ``python -m project sweep ARGS``: create or load the study, run trials until it has
+    ``--n_trials`` finished (complete or pruned) ones or ``--timeout`` passed, write the results.
 
     Bad input (sweep YAML, fit options, storage URL) stops before any trial with one ``error:`` line
     and exit code 2. Ctrl-C stops after the current training batch, keeps the finished trials, writes
