@@ -38,23 +38,12 @@ def series(rows: Sequence[dict[str, float]], key: str, x: str = "step") -> tuple
 
 
 def new_figure() -> tuple[Any, Any]:
-    """A matplotlib ``(figure, axes)`` of ``WIDTH x HEIGHT`` pixels, drawn without a display."""
-    import matplotlib
+    """A matplotlib ``(figure, axes)`` of ``WIDTH x HEIGHT`` pixels; a bare ``Figure``, not pyplot, so no
+    display backend is chosen and nothing needs closing. Write it with ``figure.savefig(path)`` (PNG)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
-
-
-def save_figure(figure: Any, path: Path) -> Path:
-    """Write ``figure`` to ``path`` (PNG), close it and return ``path``."""
-    import matplotlib.pyplot as plt
-
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    figure = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI, layout="tight")
+    return figure, figure.subplots()
 
 
 def plot_lines(
@@ -71,7 +60,8 @@ def plot_lines(
     axes.set(title=title, xlabel="optimizer step" if x == "step" else x, ylabel=ylabel)
     axes.grid(alpha=0.3)
     axes.legend()
-    return save_figure(figure, path)
+    figure.savefig(path)
+    return path
 
 
 def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Path) -> Path:
@@ -82,7 +72,8 @@ def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Pa
     ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
     correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
     axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / len(targets):.3f})")
-    return save_figure(figure, path)
+    figure.savefig(path)
+    return path
 
 
 def write_report(

@@ -186,7 +186,7 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
 
 def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: LRSuggestion) -> None:
     """Write ``path``: raw and smoothed training loss vs LR (log x axis), the suggestion marked."""
-    from .report import new_figure, save_figure
+    from .report import new_figure
 
     figure, axes = new_figure()
     axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
@@ -200,7 +200,7 @@ def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: 
         axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
     axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
     axes.legend()
-    save_figure(figure, path)
+    figure.savefig(path)
 
 
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
