@@ -81,8 +81,6 @@ def write_report(
 ) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
     ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``."""
-    from .progress import track
-
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
     memory_keys = sorted({key for row in rows for key in row if key.startswith("memory/")})
@@ -93,12 +91,11 @@ def write_report(
         "memory": (memory_keys, "step", "Memory", "MiB"),
     }
     written: dict[str, Path] = {}
-    for name, (keys, x, title, ylabel) in track(plots.items(), total=len(plots) + 1, desc="report"):
-        path = plot_lines(rows, keys, x, title, ylabel, output / f"{name}.png")
-        if path is None:
-            print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
-        else:
+    for name, (keys, x, title, ylabel) in plots.items():
+        if path := plot_lines(rows, keys, x, title, ylabel, output / f"{name}.png"):
             written[name] = path
+        else:
+            print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
     ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
     config = config_path or run_dir / "config.yaml"
     if not (ckpt.is_file() and config.is_file()):
@@ -118,42 +115,35 @@ def write_report(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project report ARGS`` (exit code 2 on bad input)."""
+    """Run ``python -m project report ARGS`` (exit code 2 on bad input, a bad ``--ckpt_path`` included:
+    :class:`~project.errors.CheckpointError` from :func:`~project.runs.resolve_checkpoint`)."""
     from jsonargparse import ArgumentParser
 
     from .runs import resolve_checkpoint
 
     parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)
-    parser.add_argument("run_dir", type=str, help="Run folder (holds metrics.csv).")
-    parser.add_argument("--output", type=str | None, help="Folder for the PNGs (default RUN_DIR/report).")
+    parser.add_argument("run_dir", type=Path, help="Run folder (holds metrics.csv).")
+    parser.add_argument("--output", type=Path | None, help="Folder for the PNGs (default RUN_DIR/report).")
     parser.add_argument(
         "--ckpt_path", type=str | None, help="For the confusion matrix (default: the run's best)."
     )
-    parser.add_argument("--config", type=str | None, help="Run config for the data (default: the run's).")
+    parser.add_argument("--config", type=Path | None, help="Run config for the data (default: the run's).")
     parser.add_argument("--logs_dir", type=str, default="logs", help="Where --ckpt_path=best|last looks.")
     parser.add_argument(
         "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
     )
     cfg = parser.parse_args(args)
-    run_dir = Path(cfg.run_dir)
+    run_dir = cfg.run_dir
+    needed = PROVENANCE_FILE if cfg.print_provenance else "metrics.csv"
+    if not (run_dir / needed).is_file():
+        parser.error(f"RUN_DIR={str(run_dir)!r}: no {needed} there; pass a run folder such as logs/<run>")
     if cfg.print_provenance:
-        if not (run_dir / PROVENANCE_FILE).is_file():
-            parser.error(
-                f"RUN_DIR={cfg.run_dir!r}: no {PROVENANCE_FILE} there; pass a run folder (logs/<run>)"
-            )
         print((run_dir / PROVENANCE_FILE).read_text(), end="")
         for diff in sorted(run_dir.glob("provenance.*.diff")):
             print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
         return
-    if not (run_dir / "metrics.csv").is_file():
-        parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
-    try:
-        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    facts = read_provenance(run_dir)
-    if facts is not None:
+    ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
+    if (facts := read_provenance(run_dir)) is not None:
         print(f"provenance: {provenance_summary(facts)} (--print_provenance shows all)")
-    output = Path(cfg.output) if cfg.output else run_dir / "report"
-    for path in write_report(run_dir, output, ckpt, Path(cfg.config) if cfg.config else None).values():
+    for path in write_report(run_dir, cfg.output or run_dir / "report", ckpt, cfg.config).values():
         print(f"wrote {path}")
