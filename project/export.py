@@ -1,18 +1,13 @@
 """``python -m project export``: write a trained model for inference, then check it against eager
 PyTorch.
 
-Formats, each traced on at least 2 samples with a dynamic batch axis (a batch of 1 would let
-``torch.export`` fix it to 1): ``onnx`` (``model.onnx``, torch's dynamo exporter, input/output named
-by the model's ``export_names``, weights from 1.5 GiB in ``model.onnx.data``; needs
-``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``, ``torch.export.load(path).module()``),
-``torchscript`` (``model.torchscript.pt``, traced; deprecated by PyTorch).
-
-Parity check: the exported and the eager model run on real samples of the run's test split (the data
-of its ``config.yaml``) at the largest batch available (up to 64 samples) and at 1; a max absolute
-difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:``
-line and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers
-(CPU, TorchScript only), printing the test metric before and after (accuracy for a classifier, mean
-absolute error in the target's units for a regressor).
+Formats, traced on at least 2 samples with a dynamic batch axis: ``onnx`` (``model.onnx``, torch's dynamo
+exporter; needs ``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``), ``torchscript``
+(``model.torchscript.pt``, traced; deprecated by PyTorch). Parity check: the exported and the eager model
+run on up to 64 samples of the run's test split (the data of its ``config.yaml``) and on 1; a max absolute
+difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:`` line
+and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers (CPU,
+TorchScript only), printing the test metric before and after.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics.functional import accuracy, mean_absolute_error
 
-from .errors import ProjectError
+from .errors import DataError, ProjectError
 
 Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
@@ -83,7 +78,8 @@ def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
 
 def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
     """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
-    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis.
+    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis. ONNX input
+    and output are named by the model's ``export_names``; from 1.5 GiB its weights go to ``path.data``.
 
     Raises:
         ExportError: the exporter failed (the message names the format and the exporter's error).
@@ -96,7 +92,6 @@ def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if fmt == "onnx":
-                # external_data=False: torch still moves weights from 1.5 GiB to model.onnx.data
                 model.to_onnx(
                     path,
                     (example,),
@@ -180,8 +175,12 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
 
 
 def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """The inputs of ``loader``'s first batches, concatenated ``[B, ...]`` with ``B <= max(size, first
-    batch)``: the largest batch available however small the run's ``batch_size``."""
+    """The inputs of ``loader``'s first batches, concatenated and cut to ``[min(size, N), ...]``: the
+    largest batch available however small the run's ``batch_size``.
+
+    Raises:
+        DataError: the loader (the test split) is empty.
+    """
     from .loading import split_batch
 
     parts: list[Tensor] = []
@@ -190,8 +189,8 @@ def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
         if sum(len(part) for part in parts) >= size:
             break
     if not parts:
-        raise ValueError("the test split is empty: nothing to check the export on")
-    return parts[0] if len(parts) == 1 else torch.cat(parts)[:size]
+        raise DataError("the test split is empty: nothing to check the export on")
+    return torch.cat(parts)[:size]
 
 
 def export_checkpoint(
@@ -232,8 +231,9 @@ def export_checkpoint(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project export ARGS``: exit code 2 on bad input; :class:`ExportError` or
-    :class:`ParityError` on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
+    """Run ``python -m project export ARGS``: exit code 2 on bad input (a bad ``--ckpt_path``:
+    :class:`~project.errors.CheckpointError`); :class:`ExportError` or :class:`ParityError` on failure
+    (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
     from .loading import resolve_checkpoint, run_config_of
@@ -245,8 +245,8 @@ def main(args: list[str]) -> None:
     parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
     parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest max abs diff.")
-    parser.add_argument("--output", type=str | None, help="Output file (default: in a new run folder).")
-    parser.add_argument("--config", type=str | None, help="Run config.yaml (default: the checkpoint's).")
+    parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
+    parser.add_argument("--config", type=Path | None, help="Run config.yaml (default: the checkpoint's).")
     add_run_folder_arguments(parser)
     cfg = parser.parse_args(args)
     if cfg.quantize and cfg.format != "torchscript":
@@ -258,17 +258,12 @@ def main(args: list[str]) -> None:
         parser.error(f"--format onnx needs {', '.join(missing_onnx_modules())}; install: {INSTALL_HINT}")
     if not cfg.tolerance > 0:
         parser.error(f"--tolerance={cfg.tolerance}: must be a positive number such as 1e-4")
-    try:
-        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
-        config = Path(cfg.config) if cfg.config else run_config_of(ckpt)
-        if not config.is_file():
-            raise FileNotFoundError(f"--config={cfg.config!r}: no such file")
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    if cfg.output:
-        output = Path(cfg.output)
-    else:
-        output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+    ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
+    config = cfg.config or run_config_of(ckpt)
+    if not config.is_file():
+        parser.error(f"--config={str(config)!r}: no such file")
+    output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+    if not cfg.output:
         write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())
