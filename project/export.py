@@ -65,17 +65,6 @@ def missing_onnx_modules() -> list[str]:
     return [name for name in ONNX_MODULES if importlib.util.find_spec(name) is None]
 
 
-def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` with every ``nn.Linear`` int8 dynamically quantized
-    (``torch.ao.quantization.quantize_dynamic``: per-tensor weight scale, activation scale per batch).
-    The API is deprecated in favour of torchao but works on CPU in torch 2.x; its warning is silenced."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
-
-        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-
-
 def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
     """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
     ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis. ONNX input
@@ -203,7 +192,8 @@ def export_checkpoint(
 ) -> ExportResult:
     """Load ``ckpt_path``, export it to ``output`` as ``fmt`` and check parity on the test split of the
     data in ``config_path`` (a run's ``config.yaml``). With ``quantize="dynamic"`` the int8 model is
-    exported and checked, and the test metric of both models is measured on the whole test split.
+    exported and checked (every ``nn.Linear``, ``torch.ao.quantization.quantize_dynamic``), and the test
+    metric of both models is measured on the whole test split.
 
     Raises:
         ExportError, ParityError: see :func:`write_model`, :func:`check_parity`.
@@ -218,7 +208,13 @@ def export_checkpoint(
     metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
-        eager = quantize_dynamic_int8(model).eval()
+        # per-tensor weight scale, activation scale per batch; the API is deprecated in favour of torchao
+        # but works on CPU in torch 2.x (its warning is silenced)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import quantize_dynamic
+
+            eager = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
         for name, net in (("fp32", model), ("int8", eager)):
             outputs, targets = predict_test_split(net, datamodule, f"{name} test metric")
             metric, metrics[name] = test_metric(net, outputs, targets)

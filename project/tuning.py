@@ -217,8 +217,7 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     tuner = Tuner(cli.trainer)
     size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
     assert size is not None  # None only on ranks > 0; the tuning commands run in one process
-    largest_tried = start * 2 ** (trials - 1)
-    if size < largest_tried and size < LIGHTNING_MAX_BATCH_SIZE:
+    if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
         reason = f"batch size {size * 2} ran out of memory"
     elif size >= LIGHTNING_MAX_BATCH_SIZE:
         reason = f"Lightning's limit is {LIGHTNING_MAX_BATCH_SIZE}"
@@ -241,5 +240,4 @@ def _write_config(path: Path, config: dict[str, Any], comment: str) -> None:
 
 def main(args: list[str]) -> None:
     """Dispatch ``lr_find ARGS`` / ``scale_batch_size ARGS`` (the first item names the command)."""
-    command, rest = args[0], args[1:]
-    (lr_find if command == "lr_find" else scale_batch_size)(rest)
+    (lr_find if args[0] == "lr_find" else scale_batch_size)(args[1:])
