@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 from torchmetrics.functional import accuracy, mean_absolute_error
 
 from .errors import DataError, ProjectError
@@ -163,23 +164,18 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
     return "MAE", float(mean_absolute_error(outputs, targets))
 
 
-def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """The inputs of ``loader``'s first batches, concatenated and cut to ``[min(size, N), ...]``: the
-    largest batch available however small the run's ``batch_size``.
+def parity_batch(loader: DataLoader[Any], size: int = PARITY_BATCH_SIZE) -> Tensor:
+    """The inputs of the first ``size`` samples of ``loader``'s dataset, ``[min(size, N), ...]``: one batch
+    of ``loader``'s ``collate_fn``, however small the run's ``batch_size``.
 
     Raises:
-        DataError: the loader (the test split) is empty.
+        DataError: the loader's dataset (the test split) is empty.
     """
     from .loading import split_batch
 
-    parts: list[Tensor] = []
-    for batch in loader:
-        parts.append(split_batch(batch)[0])
-        if sum(len(part) for part in parts) >= size:
-            break
-    if not parts:
-        raise DataError("the test split is empty: nothing to check the export on")
-    return torch.cat(parts)[:size]
+    for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
+        return split_batch(batch)[0]
+    raise DataError("the test split is empty: nothing to check the export on")
 
 
 def export_checkpoint(
