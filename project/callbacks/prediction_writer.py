@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,6 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
-
-log = logging.getLogger(__name__)
 
 
 class CSVPredictionWriter(BasePredictionWriter):
@@ -91,10 +88,9 @@ class CSVPredictionWriter(BasePredictionWriter):
         folder.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as handle:
             csv.writer(handle).writerows([header, *rows] if header else [])
-        log.info("Wrote %d predictions to %s", len(rows), path)
         print(f"Predictions ({len(rows)} rows) written to {path}")
         skipped: list[tuple[str, str]] = getattr(datamodule, "predict_skipped", None) or []
-        if skipped and trainer.is_global_zero:
+        if skipped:
             with (folder / "skipped.csv").open("w", newline="") as handle:
                 csv.writer(handle).writerows([("input", "reason"), *skipped])
             print(f"{len(skipped)} input files skipped (not predicted), listed in {folder / 'skipped.csv'}")
