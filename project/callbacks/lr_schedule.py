@@ -111,6 +111,4 @@ class WarmupCosineSchedule(Callback):
             for group in optimizer.param_groups:
                 group["lr"] = group["initial_lr"] * factor
         for index, group in enumerate(trainer.optimizers[0].param_groups):
-            pl_module.log(
-                "train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"], on_step=True, on_epoch=False
-            )
+            pl_module.log("train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"])

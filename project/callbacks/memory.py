@@ -113,14 +113,14 @@ class MemoryMonitor(Callback):
         if self.enabled and every > 0 and step % every == 0 and step != self._last_logged_step:
             self._last_logged_step = step
             stats = memory_stats_mib(pl_module.device)
-            pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()}, on_epoch=False)
+            pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures and run the growth check."""
         if not self.enabled:
             return
         stats = memory_stats_mib(pl_module.device)
-        pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()}, on_step=False)
+        pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
         if trainer.current_epoch < self.warmup_epochs or self.warned:
             return
         key = next(key for key in GROWTH_FIGURES if key in stats)

@@ -65,11 +65,11 @@ class TrainingMonitor(Callback):
         if (trainer.global_step + 1) % every and not trainer.is_last_batch:
             return
         if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
-            pl_module.log("train/lr", optimizer.param_groups[0]["lr"], on_step=True, on_epoch=False)
+            pl_module.log("train/lr", optimizer.param_groups[0]["lr"])
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
             norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
-            pl_module.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+            pl_module.log("train/grad_norm", norm)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Note a resume (see :meth:`on_train_batch_start`); warn about a partial accumulation window."""
@@ -129,7 +129,6 @@ class TrainingMonitor(Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
         seconds = time.perf_counter() - self._epoch_start
-        pl_module.log("train/epoch_time_sec", seconds, on_step=False, on_epoch=True, sync_dist=False)
+        pl_module.log("train/epoch_time_sec", seconds)
         if self._samples and seconds > 0:
-            rate = self._samples / seconds
-            pl_module.log("train/samples_per_sec", rate, on_step=False, on_epoch=True, sync_dist=False)
+            pl_module.log("train/samples_per_sec", self._samples / seconds)
