@@ -1,18 +1,13 @@
 """``python -m project export``: write a trained model for inference, then check it against eager
 PyTorch.
 
-Formats, each traced on at least 2 samples with a dynamic batch axis (a batch of 1 would let
-``torch.export`` fix it to 1): ``onnx`` (``model.onnx``, torch's dynamo exporter, input/output named
-by the model's ``export_names``, weights from 1.5 GiB in ``model.onnx.data``; needs
-``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``, ``torch.export.load(path).module()``),
-``torchscript`` (``model.torchscript.pt``, traced; deprecated by PyTorch).
-
-Parity check: the exported and the eager model run on real samples of the run's test split (the data
-of its ``config.yaml``) at the largest batch available (up to 64 samples) and at 1; a max absolute
-difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:``
-line and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers
-(CPU, TorchScript only), printing the test metric before and after (accuracy for a classifier, mean
-absolute error in the target's units for a regressor).
+Formats, traced on at least 2 samples with a dynamic batch axis: ``onnx`` (``model.onnx``, torch's dynamo
+exporter; needs ``pip install -e ".[export]"``), ``torch_export`` (``model.pt2``), ``torchscript``
+(``model.torchscript.pt``, traced; deprecated by PyTorch). Parity check: the exported and the eager model
+run on up to 64 samples of the run's test split (the data of its ``config.yaml``) and on 1; a max absolute
+difference above ``--tolerance`` (default 1e-4, for fp32), or a failing exporter, is one ``error:`` line
+and exit code 1. ``--quantize dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers (CPU,
+TorchScript only), printing the test metric before and after.
 """
 
 from __future__ import annotations
@@ -26,9 +21,10 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 from torchmetrics.functional import accuracy, mean_absolute_error
 
-from .errors import ProjectError
+from .errors import DataError, ProjectError
 
 Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
@@ -70,20 +66,10 @@ def missing_onnx_modules() -> list[str]:
     return [name for name in ONNX_MODULES if importlib.util.find_spec(name) is None]
 
 
-def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` with every ``nn.Linear`` int8 dynamically quantized
-    (``torch.ao.quantization.quantize_dynamic``: per-tensor weight scale, activation scale per batch).
-    The API is deprecated in favour of torchao but works on CPU in torch 2.x; its warning is silenced."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from torch.ao.quantization import quantize_dynamic
-
-        return quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-
-
 def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
     """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
-    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis.
+    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis. ONNX input
+    and output are named by the model's ``export_names``; from 1.5 GiB its weights go to ``path.data``.
 
     Raises:
         ExportError: the exporter failed (the message names the format and the exporter's error).
@@ -96,7 +82,6 @@ def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if fmt == "onnx":
-                # external_data=False: torch still moves weights from 1.5 GiB to model.onnx.data
                 model.to_onnx(
                     path,
                     (example,),
@@ -179,19 +164,18 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
     return "MAE", float(mean_absolute_error(outputs, targets))
 
 
-def parity_batch(loader: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """The inputs of ``loader``'s first batches, concatenated ``[B, ...]`` with ``B <= max(size, first
-    batch)``: the largest batch available however small the run's ``batch_size``."""
+def parity_batch(loader: DataLoader[Any], size: int = PARITY_BATCH_SIZE) -> Tensor:
+    """The inputs of the first ``size`` samples of ``loader``'s dataset, ``[min(size, N), ...]``: one batch
+    of ``loader``'s ``collate_fn``, however small the run's ``batch_size``.
+
+    Raises:
+        DataError: the loader's dataset (the test split) is empty.
+    """
     from .loading import split_batch
 
-    parts: list[Tensor] = []
-    for batch in loader:
-        parts.append(split_batch(batch)[0])
-        if sum(len(part) for part in parts) >= size:
-            break
-    if not parts:
-        raise ValueError("the test split is empty: nothing to check the export on")
-    return parts[0] if len(parts) == 1 else torch.cat(parts)[:size]
+    for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
+        return split_batch(batch)[0]
+    raise DataError("the test split is empty: nothing to check the export on")
 
 
 def export_checkpoint(
@@ -204,7 +188,8 @@ def export_checkpoint(
 ) -> ExportResult:
     """Load ``ckpt_path``, export it to ``output`` as ``fmt`` and check parity on the test split of the
     data in ``config_path`` (a run's ``config.yaml``). With ``quantize="dynamic"`` the int8 model is
-    exported and checked, and the test metric of both models is measured on the whole test split.
+    exported and checked (every ``nn.Linear``, ``torch.ao.quantization.quantize_dynamic``), and the test
+    metric of both models is measured on the whole test split.
 
     Raises:
         ExportError, ParityError: see :func:`write_model`, :func:`check_parity`.
@@ -219,7 +204,13 @@ def export_checkpoint(
     metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
-        eager = quantize_dynamic_int8(model).eval()
+        # per-tensor weight scale, activation scale per batch; the API is deprecated in favour of torchao
+        # but works on CPU in torch 2.x (its warning is silenced)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import quantize_dynamic
+
+            eager = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
         for name, net in (("fp32", model), ("int8", eager)):
             outputs, targets = predict_test_split(net, datamodule, f"{name} test metric")
             metric, metrics[name] = test_metric(net, outputs, targets)
@@ -232,8 +223,9 @@ def export_checkpoint(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project export ARGS``: exit code 2 on bad input; :class:`ExportError` or
-    :class:`ParityError` on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
+    """Run ``python -m project export ARGS``: exit code 2 on bad input (a bad ``--ckpt_path``:
+    :class:`~project.errors.CheckpointError`); :class:`ExportError` or :class:`ParityError` on failure
+    (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
     from .loading import resolve_checkpoint, run_config_of
@@ -245,8 +237,8 @@ def main(args: list[str]) -> None:
     parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
     parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
     parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest max abs diff.")
-    parser.add_argument("--output", type=str | None, help="Output file (default: in a new run folder).")
-    parser.add_argument("--config", type=str | None, help="Run config.yaml (default: the checkpoint's).")
+    parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
+    parser.add_argument("--config", type=Path | None, help="Run config.yaml (default: the checkpoint's).")
     add_run_folder_arguments(parser)
     cfg = parser.parse_args(args)
     if cfg.quantize and cfg.format != "torchscript":
@@ -258,17 +250,12 @@ def main(args: list[str]) -> None:
         parser.error(f"--format onnx needs {', '.join(missing_onnx_modules())}; install: {INSTALL_HINT}")
     if not cfg.tolerance > 0:
         parser.error(f"--tolerance={cfg.tolerance}: must be a positive number such as 1e-4")
-    try:
-        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
-        config = Path(cfg.config) if cfg.config else run_config_of(ckpt)
-        if not config.is_file():
-            raise FileNotFoundError(f"--config={cfg.config!r}: no such file")
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    if cfg.output:
-        output = Path(cfg.output)
-    else:
-        output = create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+    ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
+    config = cfg.config or run_config_of(ckpt)
+    if not config.is_file():
+        parser.error(f"--config={str(config)!r}: no such file")
+    output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
+    if not cfg.output:
         write_provenance(output.parent, collect(checkpoint=str(ckpt.resolve())))
     result = export_checkpoint(ckpt, cfg.format, output, config, cfg.quantize, cfg.tolerance)
     diffs = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in result.max_abs_diff.items())

@@ -11,6 +11,7 @@ import yaml
 from lightning.pytorch import LightningDataModule, LightningModule
 from torch import Tensor
 
+from .errors import CheckpointError
 from .runs import resolve_checkpoint, run_dir_of  # noqa: F401  (one resolver for every command)
 
 
@@ -18,12 +19,12 @@ def run_config_of(ckpt_path: Path) -> Path:
     """The ``config.yaml`` of the run that wrote ``ckpt_path`` (``<run>/checkpoints/x.ckpt``).
 
     Raises:
-        FileNotFoundError: ``ckpt_path`` is not in a run folder's ``checkpoints/`` next to its
+        CheckpointError: ``ckpt_path`` is not in a run folder's ``checkpoints/`` next to its
             ``config.yaml`` (pass the config explicitly then).
     """
     run_dir = run_dir_of(ckpt_path)
     if run_dir is None:
-        raise FileNotFoundError(
+        raise CheckpointError(
             f"{ckpt_path} is not inside a run folder (<run>/checkpoints/<file>.ckpt next to "
             "<run>/config.yaml). Pass the run's config with --config PATH"
         )

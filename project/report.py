@@ -38,23 +38,12 @@ def series(rows: Sequence[dict[str, float]], key: str, x: str = "step") -> tuple
 
 
 def new_figure() -> tuple[Any, Any]:
-    """A matplotlib ``(figure, axes)`` of ``WIDTH x HEIGHT`` pixels, drawn without a display."""
-    import matplotlib
+    """A matplotlib ``(figure, axes)`` of ``WIDTH x HEIGHT`` pixels; a bare ``Figure``, not pyplot, so no
+    display backend is chosen and nothing needs closing. Write it with ``figure.savefig(path)`` (PNG)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI)
-
-
-def save_figure(figure: Any, path: Path) -> Path:
-    """Write ``figure`` to ``path`` (PNG), close it and return ``path``."""
-    import matplotlib.pyplot as plt
-
-    figure.tight_layout()
-    figure.savefig(path, dpi=DPI)
-    plt.close(figure)
-    return path
+    figure = Figure(figsize=(WIDTH / DPI, HEIGHT / DPI), dpi=DPI, layout="tight")
+    return figure, figure.subplots()
 
 
 def plot_lines(
@@ -71,7 +60,8 @@ def plot_lines(
     axes.set(title=title, xlabel="optimizer step" if x == "step" else x, ylabel=ylabel)
     axes.grid(alpha=0.3)
     axes.legend()
-    return save_figure(figure, path)
+    figure.savefig(path)
+    return path
 
 
 def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Path) -> Path:
@@ -82,7 +72,8 @@ def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Pa
     ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
     correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
     axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / len(targets):.3f})")
-    return save_figure(figure, path)
+    figure.savefig(path)
+    return path
 
 
 def write_report(
@@ -90,8 +81,6 @@ def write_report(
 ) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
     ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``."""
-    from .progress import track
-
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
     memory_keys = sorted({key for row in rows for key in row if key.startswith("memory/")})
@@ -102,12 +91,11 @@ def write_report(
         "memory": (memory_keys, "step", "Memory", "MiB"),
     }
     written: dict[str, Path] = {}
-    for name, (keys, x, title, ylabel) in track(plots.items(), total=len(plots) + 1, desc="report"):
-        path = plot_lines(rows, keys, x, title, ylabel, output / f"{name}.png")
-        if path is None:
-            print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
-        else:
+    for name, (keys, x, title, ylabel) in plots.items():
+        if path := plot_lines(rows, keys, x, title, ylabel, output / f"{name}.png"):
             written[name] = path
+        else:
+            print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
     ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
     config = config_path or run_dir / "config.yaml"
     if not (ckpt.is_file() and config.is_file()):
@@ -127,42 +115,35 @@ def write_report(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project report ARGS`` (exit code 2 on bad input)."""
+    """Run ``python -m project report ARGS`` (exit code 2 on bad input, a bad ``--ckpt_path`` included:
+    :class:`~project.errors.CheckpointError` from :func:`~project.runs.resolve_checkpoint`)."""
     from jsonargparse import ArgumentParser
 
     from .runs import resolve_checkpoint
 
     parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)
-    parser.add_argument("run_dir", type=str, help="Run folder (holds metrics.csv).")
-    parser.add_argument("--output", type=str | None, help="Folder for the PNGs (default RUN_DIR/report).")
+    parser.add_argument("run_dir", type=Path, help="Run folder (holds metrics.csv).")
+    parser.add_argument("--output", type=Path | None, help="Folder for the PNGs (default RUN_DIR/report).")
     parser.add_argument(
         "--ckpt_path", type=str | None, help="For the confusion matrix (default: the run's best)."
     )
-    parser.add_argument("--config", type=str | None, help="Run config for the data (default: the run's).")
+    parser.add_argument("--config", type=Path | None, help="Run config for the data (default: the run's).")
     parser.add_argument("--logs_dir", type=str, default="logs", help="Where --ckpt_path=best|last looks.")
     parser.add_argument(
         "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
     )
     cfg = parser.parse_args(args)
-    run_dir = Path(cfg.run_dir)
+    run_dir = cfg.run_dir
+    needed = PROVENANCE_FILE if cfg.print_provenance else "metrics.csv"
+    if not (run_dir / needed).is_file():
+        parser.error(f"RUN_DIR={str(run_dir)!r}: no {needed} there; pass a run folder such as logs/<run>")
     if cfg.print_provenance:
-        if not (run_dir / PROVENANCE_FILE).is_file():
-            parser.error(
-                f"RUN_DIR={cfg.run_dir!r}: no {PROVENANCE_FILE} there; pass a run folder (logs/<run>)"
-            )
         print((run_dir / PROVENANCE_FILE).read_text(), end="")
         for diff in sorted(run_dir.glob("provenance.*.diff")):
             print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
         return
-    if not (run_dir / "metrics.csv").is_file():
-        parser.error(f"RUN_DIR={cfg.run_dir!r}: no metrics.csv there; pass a run folder such as logs/<run>")
-    try:
-        ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
-    except FileNotFoundError as error:
-        parser.error(str(error))
-    facts = read_provenance(run_dir)
-    if facts is not None:
+    ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
+    if (facts := read_provenance(run_dir)) is not None:
         print(f"provenance: {provenance_summary(facts)} (--print_provenance shows all)")
-    output = Path(cfg.output) if cfg.output else run_dir / "report"
-    for path in write_report(run_dir, output, ckpt, Path(cfg.config) if cfg.config else None).values():
+    for path in write_report(run_dir, cfg.output or run_dir / "report", ckpt, cfg.config).values():
         print(f"wrote {path}")

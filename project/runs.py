@@ -17,7 +17,7 @@ from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
 from .checks import class_of
-from .errors import RunExistsError
+from .errors import CheckpointError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder
 #: (``<PACKAGE>_RUN_DIR``: ``PROJECT_RUN_DIR`` here, ``ACME_VISION_RUN_DIR`` in a package ``acme_vision``).
@@ -115,7 +115,7 @@ def best_checkpoint_of(last: Path) -> Path:
     ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``).
 
     Raises:
-        FileNotFoundError: the run recorded no best checkpoint, or the file is gone.
+        CheckpointError: the run recorded no best checkpoint, or the file is gone.
     """
     import torch
 
@@ -126,14 +126,14 @@ def best_checkpoint_of(last: Path) -> Path:
         if key.startswith("ModelCheckpoint") and value.get("monitor") and value.get("best_model_path")
     ]
     if not records:
-        raise FileNotFoundError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
+        raise CheckpointError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
     # relative to the callback's folder (a filename such as "{epoch}-{val/acc:.3f}" makes subfolders),
     # and looked up in this run folder (it may have moved since)
     path, folder = Path(records[0]["best_model_path"]), records[0].get("dirpath")
     relative = path.relative_to(folder) if folder and path.is_relative_to(folder) else Path(path.name)
     best = last.parent / relative
     if not best.is_file():
-        raise FileNotFoundError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
+        raise CheckpointError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
     return best
 
 
@@ -146,12 +146,12 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
     (:func:`best_checkpoint_of`); anything else is a path.
 
     Raises:
-        FileNotFoundError: no such file, or no run under ``logs_dir`` has a checkpoint.
+        CheckpointError: no such file, or no run under ``logs_dir`` has a checkpoint.
     """
     if ckpt_path not in CHECKPOINT_ALIASES:
         path = Path(ckpt_path).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(
+            raise CheckpointError(
                 f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
                 f"the newest run under --logs_dir={str(logs_dir)!r}"
             )
@@ -159,7 +159,7 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
     root = Path(logs_dir).expanduser()
     candidates = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
-        raise FileNotFoundError(
+        raise CheckpointError(
             f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints/last.ckpt; "
             "train one with `fit` first, or pass the checkpoint's path"
         )

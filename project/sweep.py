@@ -1,20 +1,11 @@
-"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary
-``fit`` run.
+"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary ``fit`` run
+(README, "Hyperparameter search").
 
-```
-python -m project sweep --config configs/sweep/digits.yaml [--n_trials 20] [fit options ...]
-```
-
-The sweep YAML (the ``--config`` file that has a ``search_space``; see ``configs/sweep/digits.yaml``
-and the README section "Hyperparameter search") names the ``search_space`` (config key -> Optuna
-distribution), the ``objective`` (a logged metric and its direction), the ``sampler`` (TPE, Bergstra
-et al. 2011, or random), the ``pruner`` (median, or Hyperband, Li et al. 2018) and optional
-``enqueue_trials`` to run first. Every other argument is a ``fit`` option applied to every trial. Each
-trial runs ``fit`` in this process through :class:`ProjectCLI` into the run folder
-``<logs_dir>/<study>_trial<NNN>``; Optuna's Lightning pruning callback reports the objective after
-every validation. The study lives in ``--storage`` (default: SQLite in ``<logs_dir>/<study>_sweep/``),
-which several worker processes (or machines, with PostgreSQL) share; results (``trials.csv``,
-``best.yaml``, PNG plots) go to ``<logs_dir>/<study>_sweep/``.
+The sweep YAML is the ``--config`` file with a ``search_space`` (config key -> Optuna distribution);
+it also names the ``objective``, ``sampler``, ``pruner`` and ``enqueue_trials``. Every other argument
+is a ``fit`` option for all trials. Each trial runs ``fit`` in this process into the run folder
+``<logs_dir>/<study>_trial<NNN>``. The study lives in ``--storage`` (default: SQLite in
+``<logs_dir>/<study>_sweep/``, where the results go), which several worker processes share.
 """
 
 from __future__ import annotations
@@ -27,11 +18,10 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +38,7 @@ DISTRIBUTIONS = {
     "int": "IntDistribution",
     "categorical": "CategoricalDistribution",
 }
+#: Optuna's samplers (TPE: Bergstra et al. 2011) and pruners (Hyperband: Li et al. 2018) by their YAML name.
 SAMPLERS = {"tpe": "TPESampler", "random": "RandomSampler"}
 PRUNERS = {"median": "MedianPruner", "hyperband": "HyperbandPruner", "none": "NopPruner"}
 #: Fit options every trial starts from (the command line and --config files can override them): the
@@ -72,11 +63,11 @@ class SweepSpec:
 
     path: Path
     search_space: dict[str, Any]
-    metric: str = "val/acc_best"
-    direction: str = "maximize"
-    sampler: dict[str, Any] = field(default_factory=dict)
-    pruner: dict[str, Any] = field(default_factory=dict)
-    enqueue_trials: list[dict[str, Any]] = field(default_factory=list)
+    metric: str
+    direction: str
+    sampler: dict[str, Any]
+    pruner: dict[str, Any]
+    enqueue_trials: list[dict[str, Any]]
 
 
 def _plain(value: Any) -> Any:
@@ -107,9 +98,12 @@ def _distribution(key: str, spec: Any, where: str) -> Any:
 
 
 def _optuna_object(spec: SweepSpec, section: str, **overrides: Any) -> Any:
-    """The sampler or pruner of ``spec`` (``section``), its constructor kwargs updated by ``overrides``."""
+    """The sampler or pruner of ``spec`` (``section``), its constructor kwargs updated by ``overrides``;
+    raises :class:`ConfigError` for a section that is not a mapping, an unknown name or a bad argument."""
     import optuna
 
+    if not isinstance(getattr(spec, section), dict):
+        raise ConfigError(f"{spec.path}: {section} must be a mapping such as {{name: ...}}")
     kwargs = {**getattr(spec, section), **overrides}
     name = kwargs.pop("name", "tpe" if section == "sampler" else "median")
     classes, module = (SAMPLERS, optuna.samplers) if section == "sampler" else (PRUNERS, optuna.pruners)
@@ -135,46 +129,42 @@ def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
             list, an unknown sampler or pruner (or a bad argument of one), a bad objective, or an
             enqueued key outside the space; the message names the key.
     """
-    where = str(path)
     raw = yaml.safe_load(Path(path).read_text()) if raw is None else raw
     unknown = set(raw) - set(SWEEP_KEYS) if isinstance(raw, dict) else set()
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {sorted(unknown)}; a sweep config has {list(SWEEP_KEYS)}")
+        raise ConfigError(f"{path}: unknown key(s) {sorted(unknown)}; a sweep config has {list(SWEEP_KEYS)}")
     if not isinstance(raw, dict) or not isinstance(raw.get("search_space"), dict) or not raw["search_space"]:
         raise ConfigError(
-            f"{where}: a sweep config is a mapping whose search_space maps config keys to distributions"
+            f"{path}: a sweep config is a mapping whose search_space maps config keys to distributions"
         )
-    space = {str(key): _distribution(str(key), spec, where) for key, spec in raw["search_space"].items()}
+    space = {str(key): _distribution(str(key), spec, str(path)) for key, spec in raw["search_space"].items()}
     objective = raw.get("objective") or {}
-    if not isinstance(objective, dict) or set(objective) - {"metric", "direction"}:
-        raise ConfigError(f"{where}: objective must be " + "{metric: val/acc_best, direction: maximize}")
-    if objective.get("direction", "maximize") not in ("maximize", "minimize"):
+    if (
+        not isinstance(objective, dict)
+        or set(objective) - {"metric", "direction"}
+        or objective.get("direction", "maximize") not in ("maximize", "minimize")
+    ):
         raise ConfigError(
-            f"{where}: objective.direction={objective['direction']!r}; use maximize or minimize"
+            f"{path}: objective must be {{metric: NAME, direction: maximize|minimize}}, not {objective}"
         )
     enqueue = raw.get("enqueue_trials") or []
     if not isinstance(enqueue, list) or not all(isinstance(item, dict) for item in enqueue):
-        raise ConfigError(f"{where}: enqueue_trials must be a list of " + "{config key: value} mappings")
+        raise ConfigError(f"{path}: enqueue_trials must be a list of {{config key: value}} mappings")
     for index, params in enumerate(enqueue):
         if set(params) - set(space):
             raise ConfigError(
-                f"{where}: enqueue_trials[{index}]: {sorted(set(params) - set(space))} not in search_space"
-            )
-    for section in ("sampler", "pruner"):
-        if not isinstance(raw.get(section) or {}, dict):
-            raise ConfigError(
-                f"{where}: {section} must be a mapping such as " + "{name: ...}, got " + repr(raw[section])
+                f"{path}: enqueue_trials[{index}]: {sorted(set(params) - set(space))} not in search_space"
             )
     spec = SweepSpec(
         Path(path),
         space,
         str(objective.get("metric", "val/acc_best")),
         str(objective.get("direction", "maximize")),
-        dict(raw.get("sampler") or {}),
-        dict(raw.get("pruner") or {}),
+        raw.get("sampler") or {},
+        raw.get("pruner") or {},
         [{str(k): _plain(v) for k, v in params.items()} for params in enqueue],
     )
-    make_sampler(spec), _optuna_object(spec, "pruner")  # bad names or arguments stop here
+    _optuna_object(spec, "sampler"), _optuna_object(spec, "pruner")  # bad names or arguments stop here
     return spec
 
 
@@ -249,30 +239,14 @@ class _TrialCLI(ProjectCLI):
         self._trial_callbacks = callbacks
         super().__init__(args=args)
 
+    def init_parser(self, **kwargs: Any) -> Any:
+        """A parser that raises ``argparse.ArgumentError`` (the trial's error) instead of exiting."""
+        return super().init_parser(**kwargs, exit_on_error=False)
+
     def after_instantiate_classes(self) -> None:
         """Append the trial's callbacks (after ``ModelCheckpoint``: a pruned epoch is still saved)."""
         super().after_instantiate_classes()
         self.trainer.callbacks.extend(self._trial_callbacks)  # type: ignore[attr-defined]
-
-
-class _Tee:
-    """A text stream that writes to ``stream`` and keeps the last ``keep`` characters (to find the
-    ``error:`` line of a trial whose parser exited)."""
-
-    def __init__(self, stream: Any, keep: int = 4000) -> None:
-        self.stream, self.keep, self.text = stream, keep, ""
-
-    def write(self, text: str) -> int:
-        self.text = (self.text + text)[-self.keep :]
-        return int(self.stream.write(text))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
-
-    def last_error(self) -> str:
-        """The last ``error:`` line written, else the last line."""
-        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
-        return ([line for line in lines if line.startswith("error:")] or lines or ["(no message)"])[-1]
 
 
 class TrialFailed(Exception):
@@ -322,24 +296,21 @@ class Objective:
         args = ["fit", *TRIAL_DEFAULTS, *self.fit_args, *overrides]
         args += [f"--logs_dir={self.logs_dir}", f"--run_name={run_name}"]
         pruning = PyTorchLightningPruningCallback(trial, monitor=self.spec.metric)
-        stderr = _Tee(sys.stderr)
         try:
-            with contextlib.redirect_stderr(stderr):
-                cli = _TrialCLI(args, callbacks=[pruning])
+            cli = _TrialCLI(args, callbacks=[pruning])
             pruning.check_pruned()  # DDP trials: the decision of rank 0 (a no-op in one process)
         except optuna.TrialPruned:
             raise
         except (KeyboardInterrupt, SystemExit, Exception) as error:
-            # SystemExit: a sampled value the parser rejects, or Lightning's exit(1) after Ctrl-C
+            # SystemExit: Lightning's exit(1) after a Ctrl-C outside our interruption callback
             if self.interrupted or isinstance(error, (KeyboardInterrupt, TrainingInterrupted)):
                 trial.set_user_attr("error", "interrupted (Ctrl-C)")
                 raise KeyboardInterrupt from None
+            message = str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
             if isinstance(error, SystemExit):
-                message = f"fit exited with code {error.code}: {stderr.last_error()}"
-            else:
-                message = (
-                    str(error) if isinstance(error, ProjectError) else f"{type(error).__name__}: {error}"
-                )
+                message = f"fit exited with code {error.code}"
+            elif isinstance(error, argparse.ArgumentError):  # a sampled value the parser rejects
+                message = "invalid fit option: " + " ".join(str(error).split())
             trial.set_user_attr("error", message)
             raise TrialFailed(message) from None
         value = cli.trainer.callback_metrics.get(self.spec.metric)
@@ -365,9 +336,8 @@ def _safe_url(url: str) -> str:
 def open_storage(url: str) -> Any:
     """An Optuna ``RDBStorage`` on ``url``, with heartbeats so that trials of a killed worker are marked
     failed (after 2 minutes) and replaced by a new trial; SQLite waits up to 60 s for a lock held by
-    another worker.
-    A plain ``postgresql://`` uses ``psycopg2`` where it is installed (SQLAlchemy 2.1's default driver
-    for it is psycopg 3).
+    another worker. A plain ``postgresql://`` uses ``psycopg2`` where it is installed (SQLAlchemy
+    2.1's default driver for it is psycopg 3).
 
     Raises:
         ConfigError: the URL cannot be used (bad scheme, missing driver, server not reachable).
@@ -380,7 +350,6 @@ def open_storage(url: str) -> Any:
     if url.startswith(("postgresql://", "postgres://")) and importlib.util.find_spec("psycopg2"):
         url = "postgresql+psycopg2://" + url.partition("://")[2]
     sqlite = url.startswith("sqlite")
-    last: Exception | None = None
     for attempt in range(5):  # two workers creating the same new database can race on its tables
         try:
             return optuna.storages.RDBStorage(
@@ -389,24 +358,22 @@ def open_storage(url: str) -> Any:
                 heartbeat_interval=60,
                 grace_period=120,
             )
-        except ImportError as error:
+        except (ImportError, ValueError, sqlalchemy.exc.ArgumentError) as error:  # no driver, a bad URL
             raise ConfigError(
-                f"--storage={_safe_url(url)}: the database driver is not installed ({error}); for "
-                'PostgreSQL: pip install -e ".[postgres]" (psycopg2-binary)'
-            ) from None
-        except (sqlalchemy.exc.ArgumentError, ValueError) as error:
-            raise ConfigError(
-                f"--storage={_safe_url(url)}: not a usable database URL ({error}); use "
-                "sqlite:///path/to/file.db or postgresql://user:password@host:5432/dbname"
+                f"--storage={_safe_url(url)}: {type(error).__name__}: {error}; use sqlite:///path/to/file.db "
+                'or postgresql://user:password@host:5432/dbname (driver: pip install -e ".[postgres]")'
             ) from None
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as error:
-            # IntegrityError: another worker created the tables at the same moment; OperationalError:
-            # the SQLite file is locked (a server that cannot be reached is not retried)
-            last = error
-            if isinstance(error, sqlalchemy.exc.OperationalError) and not sqlite:
-                break
+            # retried: the tables created by another worker at the same moment, a locked SQLite file;
+            # not retried: a server that cannot be reached
+            gone = isinstance(error, sqlalchemy.exc.OperationalError) and not sqlite
+            if gone or attempt == 4:
+                message = str(error).splitlines()[0]
+                raise ConfigError(
+                    f"--storage={_safe_url(url)}: cannot open the database: {message}"
+                ) from None
             time.sleep(0.5 * (attempt + 1))
-    raise ConfigError(f"--storage={_safe_url(url)}: cannot open the database: {str(last).splitlines()[0]}")
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -446,39 +413,38 @@ def _replace(path: Path, write: Any) -> Path:
 
 
 def write_trials_csv(study: Any, path: Path) -> Path:
-    """Write every trial of ``study`` (number, state, value, params, epochs reported, duration, run
-    folder, error) to ``path``."""
-    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    """Write every trial of ``study`` (number, state, value, params, epochs reported, duration in
+    seconds, run folder, error) to ``path``."""
+    trials = study.get_trials(deepcopy=False)  # in the order of their numbers
     keys = list(dict.fromkeys(key for trial in trials for key in trial.params))
+    header = ["number", "state", "value", *keys, "epochs", "duration_s", "run_dir", "error"]
     rows = [
-        [
-            t.number,
-            t.state.name,
-            "" if t.value is None else t.value,
-            *[t.params.get(key, "") for key in keys],
-            len(t.intermediate_values),
-            "" if t.duration is None else f"{t.duration.total_seconds():.1f}",
-            t.user_attrs.get("run_dir", ""),
-            t.user_attrs.get("error", ""),
-        ]
+        {
+            **t.params,
+            "number": t.number,
+            "state": t.state.name,
+            "value": t.value,
+            "epochs": len(t.intermediate_values),
+            "duration_s": None if t.duration is None else f"{t.duration.total_seconds():.1f}",
+            "run_dir": t.user_attrs.get("run_dir"),
+            "error": t.user_attrs.get("error"),
+        }
         for t in trials
     ]
-    header = ["number", "state", "value", *keys, "epochs", "duration_s", "run_dir", "error"]
 
     def write(tmp: Path) -> None:
         with tmp.open("w", newline="") as handle:
-            csv.writer(handle).writerows([header, *rows])
+            writer = csv.DictWriter(handle, header)
+            writer.writeheader()
+            writer.writerows(rows)
 
     return _replace(path, write)
 
 
 def write_best_config(study: Any, path: Path) -> Path | None:
-    """Write the best trial's resolved ``fit`` config to ``path``; ``None`` when no trial completed.
-
-    The config is parsed from the trial's own ``fit`` options (its ``fit_args`` user attribute: the
-    sweep's fit options plus its sampled values, not the sweep's :data:`TRIAL_DEFAULTS`), as ``fit``
-    would, so ``fit --config path`` re-runs it with fit's usual logger and progress bar.
-    """
+    """Write the best trial's ``fit`` config to ``path`` (``None``: no trial completed), parsed from its
+    own fit options (its ``fit_args`` user attribute, without :data:`TRIAL_DEFAULTS`): ``fit --config
+    path`` re-runs it with fit's usual logger and progress bar."""
     try:
         best = study.best_trial
     except ValueError:
@@ -521,19 +487,24 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
 
 
 HELP_EPILOG = f"""
---config FILE: the sweep YAML is the --config file that has a search_space (see configs/sweep/digits.yaml).
-Any other --config file and every other option is a fit option applied to every trial
-(`python -m {__package__} fit --help` lists them); trials log to CSV unless a logger is given:
+The sweep YAML is the --config file with a search_space (configs/sweep/digits.yaml); every other
+argument is a fit option for all trials (`python -m {__package__} fit --help`), which log to CSV:
 
   {PROG} --config configs/sweep/digits.yaml --trainer.max_epochs=10 --n_trials 20
 
-Start the same command in more processes (or on more machines, with --storage postgresql://...) to
-share the work; re-run it to continue the study; --n_trials 0 only rewrites the results in
-<logs_dir>/<study>_sweep/ (trials.csv, best.yaml, PNG plots).
+Run the same command in more processes (or machines, with --storage postgresql://...) to share the
+study, again to continue it; --n_trials 0 only rewrites the results in <logs_dir>/<study>_sweep/.
 """
 
 
-def _options_parser() -> argparse.ArgumentParser:
+def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path, dict[str, Any], list[str]]:
+    """Split the command line into the sweep's options, the sweep YAML (path and content) and the fit
+    options. The sweep YAML is the ``--config`` file with a ``search_space`` key; other ``--config``
+    files stay among the fit options, in their place (later configs and overrides win, as in ``fit``).
+
+    Raises:
+        ConfigError: no sweep YAML, or two of them.
+    """
     parser = argparse.ArgumentParser(
         prog=PROG,
         usage=f"{PROG} --config SWEEP_YAML [options] [fit options]",
@@ -550,14 +521,6 @@ def _options_parser() -> argparse.ArgumentParser:
         "--storage", help="Optuna storage URL (default: sqlite:///<logs_dir>/<study>_sweep/optuna.db)."
     )
     parser.add_argument("--timeout", type=float, help="Stop starting trials after this many seconds.")
-    return parser
-
-
-def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path | None, dict[str, Any], list[str]]:
-    """Split the command line into the sweep's options, the sweep YAML (path and content) and the fit
-    options. The sweep YAML is the ``--config`` file with a ``search_space`` key; other ``--config``
-    files stay among the fit options, in their place (later configs and overrides win, as in ``fit``)."""
-    parser = _options_parser()
     options, rest = parser.parse_known_args(list(args))
     if options.n_trials < 0 or (options.timeout is not None and options.timeout <= 0):
         parser.error(f"--n_trials={options.n_trials} must be >= 0 and --timeout={options.timeout} > 0")
@@ -576,13 +539,16 @@ def split_args(args: Sequence[str]) -> tuple[argparse.Namespace, Path | None, di
             raise ConfigError(f"two sweep configs: {spec_path} and {value}; pass one")
         else:
             spec_path, spec_raw = Path(value), raw
+    if spec_path is None:
+        raise ConfigError(
+            "no sweep config: pass --config with a YAML that has a search_space (configs/sweep/)"
+        )
     return options, spec_path, spec_raw, fit
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project sweep ARGS`` (see the module docstring): create or load the
-    study, run trials until it has ``--n_trials`` finished (complete or pruned) ones or ``--timeout``
-    passed, and write the results.
+    """Run ``python -m project sweep ARGS``: create or load the study, run trials until it has
+    ``--n_trials`` finished (complete or pruned) ones or ``--timeout`` passed, write the results.
 
     Bad input (sweep YAML, fit options, storage URL) stops before any trial with one ``error:`` line
     and exit code 2. Ctrl-C stops after the current training batch, keeps the finished trials, writes
@@ -595,21 +561,16 @@ def main(args: list[str]) -> None:
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within")
     warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
     options, spec_path, spec_raw, fit_args = split_args(args)
-    if spec_path is None:
-        raise ConfigError(
-            "no sweep config: pass --config with a YAML that has a search_space (configs/sweep/)"
-        )
     spec = load_sweep_spec(spec_path, spec_raw)
     config, _ = parse_fit_options(fit_args)
     if config.get("run_name"):
         raise ConfigError("--run_name: the sweep names each trial's run folder itself (<study>_trial<NNN>)")
     keys = {key: resolve_key(config, key) for key in spec.search_space}
-    for key, full in keys.items():
-        if full is None:
-            raise ConfigError(
-                f"{spec.path}: search_space key {key!r} is not a fit option of this config "
-                f"(see `python -m {__package__} fit --print_config` for the keys)"
-            )
+    if None in keys.values():
+        raise ConfigError(
+            f"{spec.path}: search_space key(s) {[k for k, v in keys.items() if v is None]} are not fit "
+            f"options of this config (see `python -m {__package__} fit --print_config` for the keys)"
+        )
     study_name = options.study_name or spec.path.stem
     logs_dir = str(config.logs_dir)
     folder = Path(logs_dir).expanduser().resolve() / f"{study_name}_sweep"  # results (and SQLite)

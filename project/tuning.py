@@ -1,25 +1,15 @@
-"""``python -m project lr_find`` and ``python -m project scale_batch_size``:
-Lightning's ``Tuner`` from the CLI.
-
-Both take the same config files and overrides as ``fit``, create a run folder
-``logs/<timestamp>_<command>/``, write a small config there that applies the suggestion, and print the
+"""``python -m project lr_find`` and ``python -m project scale_batch_size``: Lightning's ``Tuner`` from
+the CLI, with the same config files and overrides as ``fit``. Each creates a run folder
+``logs/<timestamp>_<command>/``, writes a small config there that applies its suggestion, and prints the
 ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
-
-- ``lr_find``: the LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks";
-  ``Tuner.lr_find``) from ``--tune.min_lr`` to ``--tune.max_lr`` over ``--tune.num_training`` steps,
-  with the warmup-cosine callback, the health checks and the logger off (the loss is meant to blow up
-  at the end). The suggestion is :func:`suggest_lr`, not Lightning's ``suggestion()`` (see
-  :func:`unsmooth_lightning_losses`). Writes ``lr_find.png`` and ``suggested_lr.yaml``.
-- ``scale_batch_size``: ``Tuner.scale_batch_size`` in ``power`` mode, at most ``--tune.max_trials`` sizes
-  and never past the training split; writes ``suggested_batch_size.yaml``.
 """
 
 from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence, Sized
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +37,9 @@ class _TuneCLI(ProjectCLI):
         """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
         super().parse_arguments(parser, args)
         tune = self.config.tune
-        if not 0 < tune.min_lr < tune.max_lr:
-            parser.error(
-                f"--tune.min_lr={tune.min_lr} and --tune.max_lr={tune.max_lr}: need 0 < min_lr < max_lr"
-            )
-        if tune.num_training < 2 or tune.max_trials < 1:
-            parser.error(
-                f"--tune.num_training={tune.num_training} (need >= 2) or --tune.max_trials={tune.max_trials} "
-                "(need >= 1) is too small"
-            )
+        if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
+            given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
+            parser.error(f"{given}: need 0 < min_lr < max_lr, num_training >= 2 and max_trials >= 1")
 
 
 def _cli(command: str, args: list[str]) -> _TuneCLI:
@@ -92,7 +76,7 @@ class LRSuggestion:
     lr: float | None
     index: int | None
     smoothed: np.ndarray
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str]
 
 
 def suggest_lr(lrs: Sequence[float], losses: Sequence[float] | np.ndarray) -> LRSuggestion:
@@ -149,7 +133,18 @@ def rerun_command(args: Sequence[str], suggestion: Path) -> str:
 
 
 def lr_find(args: list[str]) -> tuple[float, Path]:
-    """Run the LR range test; returns the suggested LR and the path of the written config."""
+    """Run the LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks";
+    ``Tuner.lr_find``) from ``--tune.min_lr`` to ``--tune.max_lr`` over ``--tune.num_training`` steps,
+    with the warmup-cosine callback, the health checks and the logger off (the loss is meant to blow up
+    at the end). Writes ``lr_find.png`` (raw and smoothed training loss vs LR, the suggestion marked) and
+    ``suggested_lr.yaml`` with the :func:`suggest_lr` LR (not Lightning's ``suggestion()``, see
+    :func:`unsmooth_lightning_losses`); returns that LR and the config's path.
+
+    Raises:
+        ProjectError: too few finite losses to suggest an LR (exit code 1; the plot is written).
+    """
+    from .report import new_figure
+
     cli = _cli("lr_find", args)  # bad --tune.* values stopped there (exit 2), before any run folder
     options = cli.config.tune
     finder = Tuner(cli.trainer).lr_find(
@@ -165,7 +160,19 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
     losses = unsmooth_lightning_losses(finder.results["loss"])
     found = suggest_lr(lrs, losses)
     plot = cli.run_dir / "lr_find.png"
-    _plot_lr_curve(plot, lrs, losses, found)
+    figure, axes = new_figure()
+    axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
+    axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
+    if found.index is not None:
+        axes.plot(
+            lrs[found.index], found.smoothed[found.index], "o", color="C3", label=f"suggestion {found.lr:.3g}"
+        )
+    finite = losses[np.isfinite(losses)]
+    if len(finite):  # keep the divergence at the end from squashing the rest of the curve
+        axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
+    axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
+    axes.legend()
+    figure.savefig(plot)
     if found.lr is None:
         raise ProjectError(
             f"lr_find could not suggest an LR (too few finite losses); see {plot} and try more "
@@ -184,25 +191,6 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
     return found.lr, path
 
 
-def _plot_lr_curve(path: Path, lrs: Sequence[float], losses: np.ndarray, found: LRSuggestion) -> None:
-    """Write ``path``: raw and smoothed training loss vs LR (log x axis), the suggestion marked."""
-    from .report import new_figure, save_figure
-
-    figure, axes = new_figure()
-    axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
-    axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
-    if found.index is not None:
-        axes.plot(
-            lrs[found.index], found.smoothed[found.index], "o", color="C3", label=f"suggestion {found.lr:.3g}"
-        )
-    finite = losses[np.isfinite(losses)]
-    if len(finite):  # keep the divergence at the end from squashing the rest of the curve
-        axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
-    axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
-    axes.legend()
-    save_figure(figure, path)
-
-
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
 LIGHTNING_MAX_BATCH_SIZE = 8192
 
@@ -216,10 +204,8 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     start = int(getattr(cli.datamodule, "batch_size", 2))
     requested = int(cli.config.tune.max_trials)
     cli.datamodule.setup("fit")
-    try:
-        samples: int | None = len(cli.datamodule.train_dataloader().dataset)
-    except TypeError:  # an iterable dataset without a length
-        samples = None
+    dataset = cli.datamodule.train_dataloader().dataset
+    samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
     trials = requested
     if samples is not None:
         if start > samples:
@@ -231,8 +217,7 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     tuner = Tuner(cli.trainer)
     size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
     assert size is not None  # None only on ranks > 0; the tuning commands run in one process
-    largest_tried = start * 2 ** (trials - 1)
-    if size < largest_tried and size < LIGHTNING_MAX_BATCH_SIZE:
+    if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
         reason = f"batch size {size * 2} ran out of memory"
     elif size >= LIGHTNING_MAX_BATCH_SIZE:
         reason = f"Lightning's limit is {LIGHTNING_MAX_BATCH_SIZE}"
@@ -255,5 +240,4 @@ def _write_config(path: Path, config: dict[str, Any], comment: str) -> None:
 
 def main(args: list[str]) -> None:
     """Dispatch ``lr_find ARGS`` / ``scale_batch_size ARGS`` (the first item names the command)."""
-    command, rest = args[0], args[1:]
-    (lr_find if command == "lr_find" else scale_batch_size)(rest)
+    (lr_find if args[0] == "lr_find" else scale_batch_size)(args[1:])

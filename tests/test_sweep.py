@@ -323,3 +323,21 @@ def test_a_worker_stops_after_five_failed_trials_in_a_row(
     assert len(errors) == 1 and "5 trials in a row failed" in errors[0] and "batch_size" in errors[0]
     trials = read_trials(workdir / "logs", "broken")
     assert [t["state"] for t in trials] == ["FAIL"] * 5
+
+
+def test_a_value_the_parser_rejects_fails_its_trial_with_the_parsers_reason(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial's parser raises (jsonargparse's exit_on_error=False): its message is the trial's error."""
+    config = write_sweep(
+        workdir / "floats.yaml",
+        search_space={"data.batch_size": {"type": "categorical", "choices": [1.5, 2.5]}},
+    )
+    with pytest.raises(SystemExit) as exit_info:
+        sweep("--config", str(config), "--n_trials", "1", *TRIAL)
+    assert exit_info.value.code == 1
+    trials = read_trials(workdir / "logs", "floats")
+    assert [t["state"] for t in trials] == ["FAIL"] * 5
+    for trial in trials:
+        assert "batch_size" in trial["error"] and f"Got value: {trial['data.batch_size']}" in trial["error"]
+        assert not Path(trial["run_dir"]).exists(), "nothing was built"

@@ -97,15 +97,14 @@ class HealthCheck(Callback):
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Look for modules hidden in plain containers."""
         self._grads_checked = False
-        if "hidden_modules" in self.active:
-            hidden = hidden_modules(pl_module)
-            if hidden:
-                self._fail(
-                    "hidden_modules",
-                    f"{', '.join(hidden)} are kept in plain Python containers, so "
-                    "their parameters are never trained, moved to the device or saved. Use "
-                    "nn.ModuleList / nn.ModuleDict / nn.ParameterList instead.",
-                )
+        hidden = hidden_modules(pl_module) if "hidden_modules" in self.active else []
+        if hidden:
+            self._fail(
+                "hidden_modules",
+                f"{', '.join(hidden)} are kept in plain Python containers, so their parameters are never "
+                "trained, moved to the device or saved. Use nn.ModuleList / nn.ModuleDict / "
+                "nn.ParameterList instead.",
+            )
 
     def _check_batch(self, batch: Any, stage: str, pl_module: LightningModule) -> None:
         if self._batches_seen[stage] >= self.check_batches:

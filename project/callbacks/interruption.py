@@ -27,8 +27,6 @@ class GracefulInterruption(Callback):
     written atomically as ``checkpoints/last.ckpt`` of the run, the command says how to resume
     (``--ckpt_path last``) and exits with 130 (SIGINT) or 143 (SIGTERM). With several processes the
     flag is agreed across ranks (one all-reduce of a bool per step) so all stop at the same step.
-    A checkpoint saved mid-epoch resumes the step count and LR schedule exactly; see README
-    ("Checkpoints and exact resume") for what it means for the data order.
 
     Args:
         enabled: Leave signal handling to Python and Lightning (no checkpoint on SIGINT/SIGTERM).
@@ -37,7 +35,6 @@ class GracefulInterruption(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.requested: int | None = None
-        self.saved_path: Path | None = None
         self._previous_handler: Any = None
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
@@ -53,14 +50,11 @@ class GracefulInterruption(Callback):
         if self.enabled and threading.current_thread() is threading.main_thread():
             self._previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
 
-    def _restore(self) -> None:
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Put the previous SIGINT handler back."""
         if self._previous_handler is not None:
             signal.signal(signal.SIGINT, self._previous_handler)
             self._previous_handler = None
-
-    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Put the previous SIGINT handler back."""
-        self._restore()
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -76,7 +70,7 @@ class GracefulInterruption(Callback):
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
         """On SIGINT/SIGTERM, save ``last.ckpt`` atomically and say how to resume."""
-        self._restore()
+        self.on_train_end(trainer, pl_module)
         if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
         callback = trainer.checkpoint_callback
@@ -85,17 +79,15 @@ class GracefulInterruption(Callback):
             if isinstance(callback, ModelCheckpoint) and callback.dirpath
             else Path(trainer.default_root_dir) / "checkpoints"
         )
-        self.saved_path = folder / "last.ckpt"
-        trainer.save_checkpoint(self.saved_path)
+        path = folder / "last.ckpt"
+        trainer.save_checkpoint(path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
         where = f"global step {trainer.global_step} (epoch {trainer.current_epoch})"
         if isinstance(exception, TrainingInterrupted):
-            exception.args = (
-                f"interrupted by {name} at {where}; saved a resumable checkpoint to {self.saved_path}",
-            )
+            exception.args = (f"interrupted by {name} at {where}; saved a resumable checkpoint to {path}",)
         if trainer.is_global_zero:
             print(
-                f"\nInterrupted by {name} at {where}. Saved a resumable checkpoint: {self.saved_path}\n"
+                f"\nInterrupted by {name} at {where}. Saved a resumable checkpoint: {path}\n"
                 "Resume with the same command plus: --ckpt_path last",
                 flush=True,
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -37,16 +38,14 @@ def warmup_cosine_factor(
 
 
 class WarmupCosineSchedule(Callback):
-    """Set every param group's LR to ``base_lr * warmup_cosine_factor(global_step, ...)`` before each
+    """Set every param group's LR to ``initial_lr * warmup_cosine_factor(global_step, ...)`` before each
     optimizer step (PRACTICES.md row 10).
 
-    ``base_lr`` is the LR the optimizer was built with (kept in each param group as ``initial_lr``,
-    PyTorch's convention, so it is saved and restored with the optimizer state). The total number of
-    optimizer steps is ``trainer.estimated_stepping_batches``, which accounts for ``max_epochs``,
-    ``max_steps``, ``limit_train_batches``, ``accumulate_grad_batches`` and the number of devices.
-    Because the LR depends only on ``global_step``, a resumed run continues the same curve. The LR of
-    param group 0 is logged as ``train/lr`` (``train/lr_pg<i>`` for further groups) every step (the
-    loggers write it every ``trainer.log_every_n_steps``).
+    ``initial_lr`` is the LR the optimizer was built with (PyTorch's convention: saved and restored
+    with the optimizer state, so a resumed run continues the same curve). The total number of
+    optimizer steps is ``trainer.estimated_stepping_batches`` (``max_epochs``, ``max_steps``,
+    ``limit_train_batches``, ``accumulate_grad_batches`` and the devices all count). The LR of param
+    group 0 is logged as ``train/lr`` (``train/lr_pg<i>`` for further groups) every step.
 
     Args:
         warmup_steps: Warmup length in optimizer steps (an ``int``), or as a fraction of the total
@@ -56,8 +55,8 @@ class WarmupCosineSchedule(Callback):
         enabled: ``False`` leaves the LR to the optimizer / the model's own ``lr_scheduler``.
 
     Raises:
-        ValueError: at fit start if the model also returns an LR scheduler from
-            ``configure_optimizers`` (two schedules would fight over the LR), or for bad arguments.
+        ValueError: for bad arguments, or at fit start for an endless run (no ``max_epochs``/``max_steps``).
+        ConfigError: at fit start if the model also returns an LR scheduler from ``configure_optimizers``.
     """
 
     def __init__(
@@ -67,12 +66,8 @@ class WarmupCosineSchedule(Callback):
         min_lr_factor: float = 0.01,
         enabled: bool = True,
     ) -> None:
-        if isinstance(warmup_steps, float) and not 0.0 <= warmup_steps < 1.0:
-            raise ValueError(
-                f"warmup_steps={warmup_steps}: a fraction must be in [0, 1); use an int for steps"
-            )
-        if isinstance(warmup_steps, int) and warmup_steps < 0:
-            raise ValueError(f"warmup_steps={warmup_steps}: must be >= 0")
+        if not (0.0 <= warmup_steps < 1.0 if isinstance(warmup_steps, float) else warmup_steps >= 0):
+            raise ValueError(f"warmup_steps={warmup_steps}: must be an int >= 0 or a fraction in [0, 1)")
         for name, value in (("warmup_start_factor", warmup_start_factor), ("min_lr_factor", min_lr_factor)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value}: must be in [0, 1]")
@@ -80,8 +75,6 @@ class WarmupCosineSchedule(Callback):
         self.warmup_start_factor = warmup_start_factor
         self.min_lr_factor = min_lr_factor
         self.enabled = enabled
-        self.total_steps = 0
-        self.warmup_steps_resolved = 0
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Check for a competing scheduler and size the schedule from the trainer."""
@@ -94,23 +87,18 @@ class WarmupCosineSchedule(Callback):
             )
         total = trainer.estimated_stepping_batches
         if not math.isfinite(total):
-            raise ValueError(
-                "warmup-cosine needs a finite length: set trainer.max_epochs or trainer.max_steps"
-            )
-        self.total_steps = int(total)
-        if isinstance(self.warmup_steps, float):
-            self.warmup_steps_resolved = round(self.warmup_steps * self.total_steps)
-        else:
-            self.warmup_steps_resolved = self.warmup_steps
+            raise ValueError("warmup-cosine needs a finite length: set trainer.max_epochs or max_steps")
+        warmup = self.warmup_steps
+        self.factor = functools.partial(
+            warmup_cosine_factor,
+            total_steps=int(total),
+            warmup_steps=round(warmup * total) if isinstance(warmup, float) else warmup,
+            warmup_start_factor=self.warmup_start_factor,
+            min_lr_factor=self.min_lr_factor,
+        )
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
                 group.setdefault("initial_lr", group["lr"])
-
-    def lr_factor(self, step: int) -> float:
-        """The multiplier this schedule applies at optimizer step ``step``."""
-        return warmup_cosine_factor(
-            step, self.total_steps, self.warmup_steps_resolved, self.warmup_start_factor, self.min_lr_factor
-        )
 
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: object, batch_idx: int
@@ -118,11 +106,9 @@ class WarmupCosineSchedule(Callback):
         """Set the LR for the optimizer step that this batch contributes to, and log it."""
         if not self.enabled:
             return
-        factor = self.lr_factor(trainer.global_step)
+        factor = self.factor(trainer.global_step)
         for optimizer in trainer.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = group["initial_lr"] * factor
         for index, group in enumerate(trainer.optimizers[0].param_groups):
-            pl_module.log(
-                "train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"], on_step=True, on_epoch=False
-            )
+            pl_module.log("train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"])

@@ -100,10 +100,6 @@ class MemoryMonitor(Callback):
         self.warned = False
         self._last_logged_step = -1
 
-    def _log(self, pl_module: LightningModule, stats: dict[str, float], on_step: bool) -> None:
-        for key, value in stats.items():
-            pl_module.log(f"memory/{key}", value, on_step=on_step, on_epoch=not on_step, sync_dist=False)
-
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Reset the CUDA peak so ``cuda_max_allocated_mib`` is per epoch."""
         if self.enabled and pl_module.device.type == "cuda":
@@ -116,14 +112,15 @@ class MemoryMonitor(Callback):
         step, every = trainer.global_step, self.log_every_n_steps
         if self.enabled and every > 0 and step % every == 0 and step != self._last_logged_step:
             self._last_logged_step = step
-            self._log(pl_module, memory_stats_mib(pl_module.device), on_step=True)
+            stats = memory_stats_mib(pl_module.device)
+            pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures and run the growth check."""
         if not self.enabled:
             return
         stats = memory_stats_mib(pl_module.device)
-        self._log(pl_module, stats, on_step=False)
+        pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
         if trainer.current_epoch < self.warmup_epochs or self.warned:
             return
         key = next(key for key in GROWTH_FIGURES if key in stats)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,8 +10,6 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
-
-log = logging.getLogger(__name__)
 
 
 class CSVPredictionWriter(BasePredictionWriter):
@@ -37,7 +34,6 @@ class CSVPredictionWriter(BasePredictionWriter):
         super().__init__(write_interval="epoch")
         self.output_dir = output_dir
         self.filename = filename
-        self.path: Path | None = None
 
     def write_on_epoch_end(
         self,
@@ -46,55 +42,51 @@ class CSVPredictionWriter(BasePredictionWriter):
         predictions: Sequence[Any],
         batch_indices: Sequence[Any],
     ) -> None:
-        """Write all predictions of the epoch (dataloader 0) to the CSV and log its path."""
+        """Write all predictions of the epoch (dataloader 0) to the CSV and print its path.
+
+        Raises:
+            TypeError: ``predict_step`` returned something other than a dict.
+        """
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
         path = folder / self.filename
         batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
-        datamodule = getattr(trainer, "datamodule", None)
-        names: list[str] | None = getattr(datamodule, "predict_names", None)  # one per input (#15)
-        header: list[str] = []
-        rows: list[list[Any]] = []
-        offset = 0
-        for position, batch in enumerate(batches):
+        for batch in batches:
             if not isinstance(batch, dict):
                 raise TypeError(
                     f"predict_step returned {type(batch).__name__}; CSVPredictionWriter needs a dict "
                     "of [B] tensors such as {'pred': ..., 'prob': ...}"
                 )
-            columns: dict[str, Any] = {}
-            for key, value in batch.items():
-                tensor = torch.as_tensor(value).detach().cpu()
-                if tensor.ndim == 2:  # [B, K]: one column per k
-                    columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
-                else:
-                    columns[key] = tensor
-            size = len(next(iter(columns.values())))
-            if position < len(indices) and len(indices[position]) == size:
-                index = [int(i) for i in indices[position]]
+        columns: dict[str, torch.Tensor] = {}
+        for key in batches[0] if batches else ():
+            tensor = torch.cat([torch.as_tensor(batch[key]).detach().cpu() for batch in batches])
+            if tensor.ndim == 2:  # [N, K]: one column per k
+                columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
             else:
-                index = list(range(offset, offset + size))
-            offset += size
-            header = ["index", *(["input"] if names is not None else []), *columns]
-            for row in range(size):
-                named = [names[index[row]]] if names is not None else []
-                rows.append([index[row], *named, *(columns[key][row].item() for key in columns)])
+                columns[key] = tensor
+        size = len(next(iter(columns.values()), []))
+        index = [int(i) for batch in indices for i in batch]
+        if len(index) != size:  # Lightning had no sample indices (the loader is not a DataLoader)
+            index = list(range(size))
+        datamodule = getattr(trainer, "datamodule", None)
+        names: list[str] | None = getattr(datamodule, "predict_names", None)  # one per input (#15)
+        header = ["index", *(["input"] if names is not None else []), *columns] if columns else []
+        table = zip(index, *(column.tolist() for column in columns.values()), strict=True)
+        rows = [[i, *([names[i]] if names is not None else []), *values] for i, *values in table]
         if trainer.world_size > 1 and torch.distributed.is_initialized():
             # every process predicted its own share (each sample once): rank 0 writes them all, in order
             gathered: list[Any] = [None] * trainer.world_size
             torch.distributed.all_gather_object(gathered, (header, rows))
             header = next((h for h, _ in gathered if h), header)
             rows = sorted((row for _, part in gathered for row in part), key=lambda row: row[0])
-        self.path = path
         if not trainer.is_global_zero:
             return
         folder.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as handle:
             csv.writer(handle).writerows([header, *rows] if header else [])
-        log.info("Wrote %d predictions to %s", len(rows), path)
         print(f"Predictions ({len(rows)} rows) written to {path}")
         skipped: list[tuple[str, str]] = getattr(datamodule, "predict_skipped", None) or []
-        if skipped and trainer.is_global_zero:
+        if skipped:
             with (folder / "skipped.csv").open("w", newline="") as handle:
                 csv.writer(handle).writerows([("input", "reason"), *skipped])
             print(f"{len(skipped)} input files skipped (not predicted), listed in {folder / 'skipped.csv'}")

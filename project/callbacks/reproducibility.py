@@ -52,28 +52,21 @@ def set_rng_states(states: dict[str, Any]) -> None:
 
 
 class ExactResume(Callback):
-    """Make a resumed run draw exactly the random numbers the uninterrupted run draws.
+    """Make a resumed run draw exactly the random numbers the uninterrupted run draws (README,
+    "Checkpoints and exact resume"; the data order is the training loader's part,
+    :mod:`project.data.stateful`).
 
-    - At the start of each training epoch the python, numpy and torch (CPU and CUDA) generators are
-      seeded with :func:`epoch_seed` ``(seed, epoch)``, so dropout and main-process augmentation of an
-      epoch do not depend on what ran before it.
-    - The generators' states are saved in every checkpoint and restored when training starts in a
-      resumed run (in ``on_train_start``: after Lightning has created the training iterator, before the
-      first batch), which covers a resume in the middle of an epoch, where no epoch start comes.
-
-    The data order and the DataLoader workers' random streams are the training loader's part
-    (:mod:`project.data.stateful`: a ``StatefulDataLoader``, whose position Lightning
-    saves in the
-    checkpoint). Together: resuming from any checkpoint, at an epoch boundary or mid-epoch, ends with
-    weights bit-identical to an uninterrupted run on the same hardware (README, "Checkpoints and exact
-    resume").
-
-    ``seed`` defaults to the global seed set by ``seed_everything`` (env ``PL_GLOBAL_SEED``); a resumed
-    run continues with the seed stored in its checkpoint. With no seed at all epochs are not reseeded
-    (the callback says so once); the saved states are still restored on resume.
+    - At each training epoch start python, numpy and torch (CPU and CUDA) are seeded with
+      :func:`epoch_seed` ``(seed, epoch)``, so an epoch's dropout and main-process augmentation do not
+      depend on what ran before it.
+    - Their states are saved in every checkpoint and restored in a resumed run's ``on_train_start``
+      (after Lightning created the training iterator, before the first batch), which also covers a
+      resume in the middle of an epoch.
 
     Args:
-        seed: Base seed; ``None`` means the ``seed_everything`` value.
+        seed: Base seed; ``None`` means the ``seed_everything`` value (env ``PL_GLOBAL_SEED``), and a
+            resumed run then continues with its checkpoint's seed. With no seed at all epochs are not
+            reseeded (said once); saved states are still restored.
         enabled: Turn the callback off (no reseeding, no RNG states in checkpoints).
     """
 
@@ -117,13 +110,11 @@ class ExactResume(Callback):
         """Note whether this is the epoch's last batch (saved with a checkpoint taken in this batch)."""
         self._batch = (trainer.current_epoch, batch_idx + 1 >= trainer.num_training_batches)
 
-    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """A checkpoint from here on is no longer one of a training batch's end."""
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """A checkpoint from here on (or from validation on) is no longer one of a training batch's end."""
         self._batch = (trainer.current_epoch, False)
 
-    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """A checkpoint from here on is no longer one of a training batch's end."""
-        self._batch = (trainer.current_epoch, False)
+    on_validation_start = on_train_epoch_end
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Seed python, numpy and torch with ``epoch_seed(seed, current_epoch)``."""
