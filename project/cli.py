@@ -173,7 +173,7 @@ class ProjectCLI(LightningCLI):
         try:
             self.ckpt_path = str(resolve_checkpoint(self.ckpt_path, config.logs_dir))
             self.checkpoint = load_checkpoint(self.ckpt_path, weights_only=config.get("weights_only"))
-        except (FileNotFoundError, CheckpointError) as error:
+        except CheckpointError as error:
             parser.error(str(error))
         print(f"--ckpt_path: {self.ckpt_path}")
         saved = saved_classes(self.checkpoint, skip=tuple(DATA_LINKS))
