@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: train test test-all test-generated lint typecheck unit unit-all clean constraints
+.PHONY: train test test-all lint typecheck unit unit-all clean constraints
 
 # Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml).
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt
@@ -33,13 +33,18 @@ typecheck: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -m "not slow" --durations=10
 
-unit-all: $(VENV)/.installed
-	$(PY) -m pytest -n 2 -m "not generated_suite" --durations=15
-
+# template-only
+# (a generated repo has neither the generated-repo suites nor their marker)
+NOT_GENERATED := -m "not generated_suite"
+.PHONY: test-generated
 ## The complete suites of generated repos (one per logger value; long). SUITE=NAME runs only those whose
 ## name contains NAME (pytest -k): .ci/run runs `make test-generated SUITE=tensorboard-minimal`.
 test-generated: $(VENV)/.installed
 	$(PY) -m pytest -n 2 -m generated_suite $(if $(SUITE),-k "$(SUITE)")
+# /template-only
+
+unit-all: $(VENV)/.installed
+	$(PY) -m pytest -n 2 $(NOT_GENERATED) --durations=15
 
 ## Refresh requirements/constraints.txt: the newest versions pyproject.toml allows (dependencies and the
 ## dev extra), resolved by pip-tools' pip-compile; then run `make test` and commit the file if it passes.

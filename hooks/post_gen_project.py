@@ -40,8 +40,8 @@ CACHE_DIRS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
 LICENSES_DIR = ".template_licenses"
 NEWEST_PYTHON = (3, 12)  # the newest Python version that the CI matrix tests
 
-#: ``<!-- template-only -->...<!-- /template-only -->``: text about the template, never in a repo.
-TEMPLATE_ONLY_BLOCK = re.compile(r"<!-- template-only -->\n.*?<!-- /template-only -->\n?", re.S)
+#: ``<!-- template-only -->...<!-- /template-only -->`` (or ``# ...`` lines): never in a generated repo.
+TEMPLATE_ONLY_BLOCK = re.compile(r"(<!-- |# )template-only( -->)?\n.*?\1/template-only( -->)?\n?", re.S)
 #: ``<!-- if KEY=V1,V2 -->...<!-- endif -->`` (shown in the template too) or, hidden in the template,
 #: ``<!-- if KEY!=V\n...\nendif -->``; kept without its markers when the answer matches, else dropped.
 CONDITION_BLOCK = re.compile(
@@ -96,6 +96,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^files = \["project", "hooks", "benchmarks"\]$', f"files = {string(mypy_files)}"),
         (r'^    "cookiecutter>=[\d.]+",\n', ""),
         (r'^    "cruft>=[\d.]+",\n', ""),
+        (r'^    "generated_suite: .*\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
         (r'^python_version = "3\.\d+"$', f'python_version = "{major}.{minor}"'),
     ]
@@ -198,7 +199,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
         if {".git", LICENSES_DIR} & set(parts) or path.name == "pyproject.toml" or not path.is_file():
             continue
         try:
-            text = rename_references(path.read_text(encoding="utf-8"), package)
+            text = TEMPLATE_ONLY_BLOCK.sub("", rename_references(path.read_text(encoding="utf-8"), package))
         except UnicodeDecodeError:
             continue  # (not a text file)
         text = render_markdown(text, answers, removed_names) if path.suffix == ".md" else text

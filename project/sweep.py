@@ -103,7 +103,7 @@ def _optuna_object(spec: SweepSpec, section: str, **overrides: Any) -> Any:
     import optuna
 
     if not isinstance(getattr(spec, section), dict):
-        raise ConfigError(f"{spec.path}: {section} must be a mapping such as {{name: ...}}")
+        raise ConfigError(f"{spec.path}: {section} must be a mapping such as " + "{name: ...}")
     kwargs = {**getattr(spec, section), **overrides}
     name = kwargs.pop("name", "tpe" if section == "sampler" else "median")
     classes, module = (SAMPLERS, optuna.samplers) if section == "sampler" else (PRUNERS, optuna.pruners)
@@ -145,11 +145,13 @@ def load_sweep_spec(path: str | Path, raw: Any = None) -> SweepSpec:
         or objective.get("direction", "maximize") not in ("maximize", "minimize")
     ):
         raise ConfigError(
-            f"{path}: objective must be {{metric: NAME, direction: maximize|minimize}}, not {objective}"
+            f"{path}: objective must be "
+            + "{metric: NAME, direction: maximize|minimize}"
+            + f", not {objective}"
         )
     enqueue = raw.get("enqueue_trials") or []
     if not isinstance(enqueue, list) or not all(isinstance(item, dict) for item in enqueue):
-        raise ConfigError(f"{path}: enqueue_trials must be a list of {{config key: value}} mappings")
+        raise ConfigError(f"{path}: enqueue_trials must be a list of " + "{config key: value} mappings")
     for index, params in enumerate(enqueue):
         if set(params) - set(space):
             raise ConfigError(

@@ -183,6 +183,11 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     assert readme.startswith(f"# {answers['project_name']}\n\n{answers['description']}")
     assert "<!--" not in readme and ("GitHub Actions" in readme) == answers["github_actions"]
 
+    # the repo's CI script runs only targets its Makefile has (the template's own ones are dropped)
+    makefile = (repo / "Makefile").read_text().replace("$(VENV)", ".venv")
+    for target in re.findall(r"(?m)^make (\S+)", (repo / ".ci" / "run").read_text()):
+        assert re.search(rf"(?m)^{re.escape(target)}:", makefile), f".ci/run: no Makefile target {target}"
+
     workflow = repo / ".github" / "workflows" / "ci.yml"
     assert workflow.is_file() == answers["github_actions"]
     assert not (repo / ".github" / "workflows" / "template.yml").exists()
@@ -221,7 +226,7 @@ def removed_by_minimal() -> list[str]:
 
 #: Text about the template itself, and template markers that generation must have removed.
 ABOUT_THE_TEMPLATE = r"(?i)\bthis template\b|\bthe template's\b|developed on|seeds/"
-MARKERS = r"template-only|<!-- if |endif -->|LIGHTNING_TEMPLATE"
+MARKERS = r"template-only|<!-- if |endif -->|LIGHTNING_TEMPLATE|generated_suite|test-generated"
 
 
 def contradictions(repo: Path, answers: dict[str, Any]) -> list[str]:
