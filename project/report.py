@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import CheckpointError
 from .provenance import PROVENANCE_FILE, read_provenance
 from .provenance import summary as provenance_summary
 
@@ -80,7 +81,8 @@ def write_report(
     run_dir: Path, output: Path, ckpt_path: Path | None = None, config_path: Path | None = None
 ) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
-    ``ckpt_path`` / ``config_path`` default to the run's ``checkpoints/best.ckpt`` / ``config.yaml``."""
+    ``ckpt_path`` / ``config_path`` default to the run's best checkpoint (the one its ``last.ckpt``
+    records, :func:`~project.runs.best_checkpoint_of`) / ``config.yaml``."""
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
     memory_keys = sorted({key for row in rows for key in row if key.startswith("memory/")})
@@ -96,10 +98,16 @@ def write_report(
             written[name] = path
         else:
             print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
-    ckpt = ckpt_path or run_dir / "checkpoints" / "best.ckpt"
+    from .runs import best_checkpoint_of
+
     config = config_path or run_dir / "config.yaml"
-    if not (ckpt.is_file() and config.is_file()):
-        print(f"skipped confusion_matrix.png: needs {ckpt} and {config}")
+    try:
+        ckpt = ckpt_path or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt")
+    except CheckpointError as error:
+        print(f"skipped confusion_matrix.png: {error}")
+        return written
+    if not config.is_file():
+        print(f"skipped confusion_matrix.png: needs {config}")
         return written
     from .loading import load_datamodule, load_model, predict_test_split
 

@@ -115,10 +115,16 @@ def best_checkpoint_of(last: Path) -> Path:
     ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``).
 
     Raises:
-        CheckpointError: the run recorded no best checkpoint, or the file is gone.
+        CheckpointError: ``last`` does not exist, the run recorded no best checkpoint, or the file
+            is gone.
     """
     import torch
 
+    if not last.is_file():
+        raise CheckpointError(
+            f"--ckpt_path=best: {last} does not exist, and the run's best checkpoint is read from it; "
+            "pass the checkpoint's path"
+        )
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
     records = [
         value
@@ -141,12 +147,13 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
     """The checkpoint file that ``--ckpt_path`` names, for every command (fit, validate, test,
     predict, export, report).
 
-    ``last`` is ``checkpoints/last.ckpt`` of the newest run under ``logs_dir`` that has one (newest
-    by that file's modification time); ``best`` is that run's best checkpoint
+    The newest run is the run folder under ``logs_dir`` with the newest checkpoint file (by
+    modification time). ``last`` is its ``checkpoints/last.ckpt``; ``best`` is its best checkpoint
     (:func:`best_checkpoint_of`); anything else is a path.
 
     Raises:
-        CheckpointError: no such file, or no run under ``logs_dir`` has a checkpoint.
+        CheckpointError: no such file, no run under ``logs_dir`` has a checkpoint, or the newest run
+            has no ``last.ckpt`` (an older run's is never taken instead).
     """
     if ckpt_path not in CHECKPOINT_ALIASES:
         path = Path(ckpt_path).expanduser()
@@ -157,13 +164,20 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
             )
         return path
     root = Path(logs_dir).expanduser()
-    candidates = sorted(root.glob("*/checkpoints/last.ckpt"), key=lambda p: p.stat().st_mtime)
+    candidates = sorted(root.glob("*/checkpoints/**/*.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise CheckpointError(
-            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints/last.ckpt; "
+            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints; "
             "train one with `fit` first, or pass the checkpoint's path"
         )
-    return candidates[-1] if ckpt_path == "last" else best_checkpoint_of(candidates[-1])
+    run_dir = root / candidates[-1].relative_to(root).parts[0]
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if ckpt_path == "last" and not last.is_file():
+        raise CheckpointError(
+            f"--ckpt_path=last: the newest run, {run_dir}, has no checkpoints/last.ckpt; pass the path "
+            "of the checkpoint you mean"
+        )
+    return last if ckpt_path == "last" else best_checkpoint_of(last)
 
 
 def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -> Any:
@@ -221,7 +235,7 @@ def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
         logger.experiment  # noqa: B018 (starts the writer, which deletes the file)
         for row in rows:
             step = int(float(row.pop("step")))
-            if step <= last_step:
+            if step < last_step:  # rows at last_step were logged after the checkpoint was saved
                 logger.log_metrics({key: _number(value) for key, value in row.items() if value}, step=step)
         logger.save()
 

@@ -12,7 +12,8 @@ import torch
 import yaml
 from conftest import CONFIGS, FAST, RunCLI, run_dirs, run_module
 
-from project.cli import ProjectCLI
+from project import loading
+from project.cli import ProjectCLI, main
 
 SCRIPTED = ["--model=training_helpers.ScriptedClassifier"]
 
@@ -109,6 +110,51 @@ def test_best_resolves_when_the_filename_makes_subfolders(run_cli: RunCLI) -> No
     test = run_cli("test", "--ckpt_path=best")
     best = Path(test.config.test.ckpt_path)
     assert (best.parent.name, best.name, epoch_of(best)) == ("epoch=1-val", "acc=0.900.ckpt", 1)
+
+
+def test_best_and_last_never_fall_back_to_an_older_run(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newest run has no last.ckpt (switched off): best/last must not quietly name the run before."""
+    run_cli("fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=older")
+    no_last = "--last_checkpoint.every_n_epochs=0"
+    run_cli("fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=newer", no_last)
+    assert (workdir / "logs" / "newer" / "checkpoints" / "best.ckpt").is_file()
+    for alias in ("best", "last"):
+        with pytest.raises(SystemExit) as caught:
+            run_cli("test", f"--ckpt_path={alias}")
+        assert caught.value.code == 2
+        error = capsys.readouterr().err
+        assert f"--ckpt_path={alias}: " in error and "newer" in error and "older" not in error
+
+
+def test_report_uses_the_runs_recorded_best_checkpoint(
+    run_cli: RunCLI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With save_top_k=3 the best epoch is in best-v2.ckpt, not best.ckpt (the first epoch's)."""
+    args = ["--model.scores=[0.5,0.7,0.9]", "--trainer.max_epochs=3", "--checkpoint.save_top_k=3"]
+    cli = run_cli("fit", *SCRIPTED, *args)
+    assert epoch_of(cli.run_dir / "checkpoints" / "best.ckpt") == 0
+    loaded: list[Path] = []
+    real_load_model = loading.load_model
+    monkeypatch.setattr(loading, "load_model", lambda p: loaded.append(Path(p)) or real_load_model(p))
+    main(["report", str(cli.run_dir)])
+    assert [p.name for p in loaded] == ["best-v2.ckpt"] and epoch_of(loaded[0]) == 2
+    assert "confusion_matrix.png" in capsys.readouterr().out
+
+
+def test_continuing_from_an_earlier_checkpoint_logs_each_step_once(run_cli: RunCLI) -> None:
+    """fit --ckpt_path best (epoch 1 of 4) continues the run in its folder: the rows logged after that
+    checkpoint are replaced, none doubled, and they equal an uninterrupted run's."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.65]", "--trainer.max_epochs=4"]
+    straight = run_cli("fit", *args, "--run_name=straight")
+    run = run_cli("fit", *args, "--run_name=again")
+    assert epoch_of(run.run_dir / "checkpoints" / "best.ckpt") == 1
+    run_cli("fit", *args, "--ckpt_path=best")
+    for key in ("train/loss", "train/lr", "val/acc", "val/loss", "val/acc_best"):
+        rows = metric_rows(run.run_dir, key)
+        assert len({row[:2] for row in rows}) == len(rows), f"{key}: a step logged twice"
+        assert_same_rows(run.run_dir, straight.run_dir, key)
 
 
 def test_a_run_name_cannot_leave_the_logs_folder(run_cli: RunCLI, workdir: Path) -> None:

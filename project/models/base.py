@@ -144,7 +144,8 @@ class BaseModule(LightningModule):
         """Keep in the saved ``hyper_parameters`` only what ``load_from_checkpoint`` can use safely.
 
         Dropped: values that are not arguments of this class (the CLI's links record ``None`` for
-        targets a class does not take, e.g. ``num_classes`` for a regressor), and Python objects such
+        targets a class does not take, e.g. ``num_classes`` for a regressor; with ``**kwargs``, the
+        ``None`` values it does not name), and Python objects such
         as a backbone class or an optimizer passed in plain Lightning use (pickled, they would make the
         checkpoint unloadable with ``weights_only=True``; the class's defaults are used on reload, so
         pass other values again: ``load_from_checkpoint(path, backbone=...)``). Built by the CLI, such
@@ -154,7 +155,8 @@ class BaseModule(LightningModule):
         any_name = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
         hparams = checkpoint.get("hyper_parameters") or {}
         for name, value in list(hparams.items()):
-            unknown = not (any_name or name in parameters or name.startswith("_"))
+            # (a class with **kwargs: a None it does not name is a link target it does not take)
+            unknown = not (name in parameters or name.startswith("_") or (any_name and value is not None))
             if unknown or callable(value):
                 del hparams[name]
 
