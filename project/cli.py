@@ -110,6 +110,8 @@ class ProjectCLI(LightningCLI):
         }
         if not run:
             parser_kwargs["default_config_files"] = DEFAULT_CONFIG_FILES
+            # (the extra commands pass their own arguments on; sys.argv holds the command's name too)
+            warnings.filterwarnings("ignore", "LightningCLI's args parameter is intended to run from within")
         for name in self.subcommands() if run else ():
             parser_kwargs[name] = {
                 "default_config_files": DEFAULT_CONFIG_FILES,
