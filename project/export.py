@@ -224,8 +224,8 @@ def export_checkpoint(
 
 def main(args: list[str]) -> None:
     """Run ``python -m project export ARGS``: exit code 2 on bad input (a bad ``--ckpt_path``:
-    :class:`~project.errors.CheckpointError`); :class:`ExportError` or :class:`ParityError` on failure
-    (one ``error:`` line and exit code 1 from ``cli.main``)."""
+    :class:`~project.errors.CheckpointError`); :class:`ExportError` or :class:`ParityError`
+    on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
     from .loading import resolve_checkpoint, run_config_of

@@ -123,8 +123,9 @@ def write_report(
 
 
 def main(args: list[str]) -> None:
-    """Run ``python -m project report ARGS`` (exit code 2 on bad input, a bad ``--ckpt_path`` included:
-    :class:`~project.errors.CheckpointError` from :func:`~project.runs.resolve_checkpoint`)."""
+    """Run ``python -m project report ARGS`` (exit code 2 on bad input, a bad
+    ``--ckpt_path`` included: :class:`~project.errors.CheckpointError` from
+    :func:`~project.runs.resolve_checkpoint`)."""
     from jsonargparse import ArgumentParser
 
     from .runs import resolve_checkpoint

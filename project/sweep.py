@@ -1,5 +1,5 @@
-"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary ``fit`` run
-(README, "Hyperparameter search").
+"""``python -m project sweep``: hyperparameter search with Optuna, each trial an ordinary
+``fit`` run (README, "Hyperparameter search").
 
 The sweep YAML is the ``--config`` file with a ``search_space`` (config key -> Optuna distribution);
 it also names the ``objective``, ``sampler``, ``pruner`` and ``enqueue_trials``. Every other argument
