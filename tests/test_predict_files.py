@@ -14,6 +14,7 @@ from PIL import Image
 from sklearn.datasets import load_digits
 
 from project.cli import main
+from project.data.predict_files import read_csv_rows
 from project.loading import load_model
 
 QUIET = ["--trainer.logger=false"]
@@ -99,3 +100,18 @@ def test_a_corrupt_file_is_listed_as_skipped_and_the_others_are_predicted(
         main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=nothing_here"])
     assert exit_info.value.code == 2
     assert "predict_path='nothing_here': no such file or folder" in capsys.readouterr().err
+
+
+def test_a_csv_folder_lists_every_file_it_did_not_read(tmp_path: Path) -> None:
+    """A file without data rows (only a header, or empty) is skipped with a reason, not silently."""
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n3,4\n")
+    (tmp_path / "header_only.csv").write_text("x,y\n")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "notes.txt").write_text("1,2\n")
+    values, names, skipped = read_csv_rows(tmp_path, ["x", "y"])
+    assert values.tolist() == [[1.0, 2.0], [3.0, 4.0]] and names == ["a.csv:2", "a.csv:3"]
+    assert sorted((Path(file).name, reason) for file, reason in skipped) == [
+        ("empty.csv", "no data rows"),
+        ("header_only.csv", "no data rows"),
+        ("notes.txt", "not a .csv file"),
+    ]

@@ -114,7 +114,7 @@ def read_csv_rows(path: Path, columns: Sequence[str]) -> tuple[Tensor, list[str]
     """Rows of ``len(columns)`` numbers (in the order of ``columns``) from the CSV file ``path``, or
     from every ``*.csv`` file in the folder ``path``; a first row that is exactly ``columns`` is taken
     as a header. Returns the values ``[N, len(columns)]`` float32, one name per row (``file:line``) and
-    the files that were skipped (in a folder, those not ending in ``.csv``).
+    the files that were skipped (in a folder, those not ending in ``.csv``; any without data rows).
 
     Raises:
         DataError: a row with the wrong number of columns or a value that is not a number (the message
@@ -128,6 +128,7 @@ def read_csv_rows(path: Path, columns: Sequence[str]) -> tuple[Tensor, list[str]
     rows: list[list[float]] = []
     names: list[str] = []
     for file in files:
+        before = len(rows)
         with file.open(newline="") as handle:
             for line, row in enumerate(csv.reader(handle), start=1):
                 if not any(cell.strip() for cell in row):
@@ -146,6 +147,8 @@ def read_csv_rows(path: Path, columns: Sequence[str]) -> tuple[Tensor, list[str]
                     )
                 rows.append(values)
                 names.append(f"{file.name}:{line}")
+        if len(rows) == before:
+            skipped.append((str(file), "no data rows"))
     if not rows:
         raise DataError(f"predict_path={str(path)!r}: no CSV rows to predict on")
     return torch.tensor(rows, dtype=torch.float32), names, skipped
