@@ -101,10 +101,12 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
 
 def run_dir_of(ckpt_path: str | Path) -> Path | None:
     """The run folder that holds ``ckpt_path`` (``<run>/checkpoints/<file>.ckpt`` next to
-    ``<run>/config.yaml``), or ``None`` for a checkpoint outside a run folder."""
-    folder = Path(ckpt_path).expanduser().resolve().parent
-    run_dir = folder.parent
-    return run_dir if folder.name == "checkpoints" and (run_dir / "config.yaml").is_file() else None
+    ``<run>/config.yaml``; also in a subfolder of ``checkpoints/``, which a filename such as
+    ``{epoch}-{val/acc:.3f}`` makes), or ``None`` for a checkpoint outside a run folder."""
+    parents = Path(ckpt_path).expanduser().resolve().parents
+    folder = next((parent for parent in parents if parent.name == "checkpoints"), None)
+    run_dir = folder.parent if folder is not None else None
+    return run_dir if run_dir is not None and (run_dir / "config.yaml").is_file() else None
 
 
 def best_checkpoint_of(last: Path) -> Path:
