@@ -93,19 +93,28 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
 
 
 def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Load the checkpoint's ``state_dict`` into ``model`` (strict, as Lightning will), so that a
-    checkpoint of another model stops before anything runs.
+    """Raise :class:`CheckpointError` naming ``path`` and the first key that does not fit ``model``.
 
-    Raises:
-        CheckpointError: naming ``path`` and torch's list of missing/unexpected keys and shape
-            mismatches. For transfer learning from a different model, load the weights yourself with
-            ``strict=False`` (see README, "Checkpoints").
+    Compares the checkpoint's ``state_dict`` with ``model.state_dict()``: missing keys, unexpected
+    keys, and the first tensor whose shape differs (with both shapes). For transfer learning from a
+    different model, load the weights yourself with ``strict=False`` (see README, "Checkpoints").
     """
     if "state_dict" not in checkpoint:
         raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict': not a Lightning checkpoint")
-    try:
-        model.load_state_dict(checkpoint["state_dict"])
-    except RuntimeError as error:
+    saved = checkpoint["state_dict"]
+    expected = model.state_dict()
+    for key, tensor in expected.items():
+        if key in saved and tuple(saved[key].shape) != tuple(tensor.shape):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} does not fit this model: {key!r} has shape "
+                f"{tuple(saved[key].shape)} in the checkpoint but {tuple(tensor.shape)} in the model "
+                f"({type(model).__name__}). Use the config the checkpoint was trained with."
+            )
+    missing = [key for key in expected if key not in saved]
+    unexpected = [key for key in saved if key not in expected]
+    if missing or unexpected:
         raise CheckpointError(
-            f"checkpoint {str(path)!r} does not fit this model; use the config it was trained with. {error}"
-        ) from None
+            f"checkpoint {str(path)!r} does not fit this model ({type(model).__name__}): "
+            f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
