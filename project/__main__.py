@@ -1,6 +1,6 @@
 """Entry point for ``python -m project``."""
 
-from .cli import main
+from .engine.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,18 +1,12 @@
-"""LightningDataModules.
+"""Your LightningDataModules. A class imported here gets a short name on the command line and in YAML
+(``--data=DigitsDataModule``): import a new DataModule here."""
 
-Every class imported here is registered for short names on the command line
-(``--data=DigitsDataModule``); import a new DataModule here to make its short name work.
-"""
-
-from .base import BaseDataModule, Transformed, channel_mean_std, seeded_split
-from .collate import pad_sequences
 from .diabetes import DiabetesDataModule
 from .digits import DigitsDataModule
 from .synthetic import SyntheticDataModule
 from .vision import CIFAR10DataModule, FashionMNISTDataModule, MNISTDataModule, TorchvisionDataModule
 
 __all__ = [
-    "BaseDataModule",
     "CIFAR10DataModule",
     "DiabetesDataModule",
     "DigitsDataModule",
@@ -20,8 +14,4 @@ __all__ = [
     "MNISTDataModule",
     "SyntheticDataModule",
     "TorchvisionDataModule",
-    "Transformed",
-    "channel_mean_std",
-    "pad_sequences",
-    "seeded_split",
 ]

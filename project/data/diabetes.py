@@ -7,8 +7,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
 
-from .base import BaseDataModule, channel_mean_std, check_fractions, seeded_split
-from .predict_files import InputTensors, PredictInputs, read_csv_rows
+from ..engine import BaseDataModule, InputTensors, PredictInputs, channel_mean_std, check_fractions, read_csv_rows, seeded_split
 
 
 class DiabetesDataModule(BaseDataModule):

@@ -8,8 +8,15 @@ import torch
 from torch.utils.data import TensorDataset
 from torchvision.transforms import InterpolationMode, v2
 
-from .base import BaseDataModule, Transformed, channel_mean_std, check_fractions, seeded_split
-from .predict_files import PredictInputs, read_image_files
+from ..engine import (
+    BaseDataModule,
+    PredictInputs,
+    Transformed,
+    channel_mean_std,
+    check_fractions,
+    read_image_files,
+    seeded_split,
+)
 
 
 class DigitsDataModule(BaseDataModule):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import TensorDataset
 
-from .base import BaseDataModule
+from ..engine import BaseDataModule
 
 
 class SyntheticDataModule(BaseDataModule):

@@ -10,9 +10,7 @@ import torch
 from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
 
-from ..errors import DataError
-from .base import BaseDataModule, seeded_split
-from .predict_files import PredictInputs, read_image_files
+from ..engine import BaseDataModule, DataError, PredictInputs, read_image_files, seeded_split
 
 
 class TorchvisionDataModule(BaseDataModule):

@@ -1,13 +1,8 @@
-"""LightningModules and backbones.
-
-Every class imported here is registered for short names on the command line: LightningCLI (through
-jsonargparse) resolves ``--model=ImageClassifier`` among the imported subclasses of
-``LightningModule``. Import a new task's module here to make its short name work.
-"""
+"""Your LightningModules and backbones. A class imported here gets a short name on the command line
+and in YAML (``--model=ImageClassifier``, ``backbone: {class_path: SimpleCNN}``): import a new one here."""
 
 from .backbones import SimpleCNN, TorchvisionResNet
-from .base import BaseModule
 from .classifier import ImageClassifier
 from .regressor import TabularRegressor
 
-__all__ = ["BaseModule", "ImageClassifier", "SimpleCNN", "TabularRegressor", "TorchvisionResNet"]
+__all__ = ["ImageClassifier", "SimpleCNN", "TabularRegressor", "TorchvisionResNet"]

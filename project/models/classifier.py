@@ -12,8 +12,8 @@ from torch.utils.checkpoint import checkpoint
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
+from ..engine import BaseModule
 from .backbones import SimpleCNN
-from .base import BaseModule
 
 #: Label that the loss and the metrics skip (``torch.nn.functional.cross_entropy``'s default).
 IGNORE_INDEX = -100
@@ -23,7 +23,7 @@ class ImageClassifier(BaseModule):
     """Classify images into ``num_classes`` classes with cross-entropy.
 
     Logged metrics: ``<stage>/loss``, ``<stage>/acc`` (micro accuracy), ``<stage>/f1`` (macro F1) for
-    ``stage`` in train/val/test, and ``val/acc_best``.
+    ``stage`` in train/val/test.
 
     Args:
         backbone: A callable that takes the number of input channels and returns the feature
@@ -35,16 +35,16 @@ class ImageClassifier(BaseModule):
         label_smoothing: Cross-entropy label smoothing in ``[0, 1)``.
         activation_checkpointing: Recompute the backbone's activations in the backward pass instead of
             storing them (``torch.utils.checkpoint``): less memory, about one extra forward of compute.
-        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, best_metric, best_mode:
-            see :class:`BaseModule`. The CLI links ``num_classes`` and ``in_channels`` from the
-            DataModule's ``num_classes`` and ``dims[0]``.
+        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see
+            :class:`~project.engine.BaseModule`. The CLI links ``num_classes`` and ``in_channels`` from
+            the DataModule's ``num_classes`` and ``dims[0]``.
 
     Shapes:
         ``forward``: images ``[B, C, H, W]`` float -> logits ``[B, num_classes]`` float.
         batches: ``(images [B, C, H, W] float32, labels [B] int64)``.
     """
 
-    #: Input and output names of an exported (ONNX) model, see ``project.export``.
+    #: Input and output names of an exported (ONNX) model, see ``project.engine.commands.export``.
     export_names = ("images", "logits")
 
     def __init__(
@@ -58,8 +58,6 @@ class ImageClassifier(BaseModule):
         lr_scheduler: LRSchedulerCallable | None = None,
         lr_scheduler_interval: Literal["step", "epoch"] = "epoch",
         lr_scheduler_monitor: str = "val/loss",
-        best_metric: str = "acc",
-        best_mode: Literal["max", "min"] = "max",
     ) -> None:
         if num_classes < 2:
             raise ValueError(f"num_classes={num_classes}: a classifier needs at least 2 classes")
@@ -69,15 +67,7 @@ class ImageClassifier(BaseModule):
                 "f1": MulticlassF1Score(num_classes, average="macro", ignore_index=IGNORE_INDEX),
             }
         )
-        super().__init__(
-            optimizer,
-            lr_scheduler,
-            lr_scheduler_interval,
-            lr_scheduler_monitor,
-            metrics=metrics,
-            best_metric=best_metric,
-            best_mode=best_mode,
-        )
+        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)
         backbone = backbone(in_channels)
         out_features = getattr(backbone, "out_features", None)
         if not isinstance(out_features, int):

@@ -10,7 +10,7 @@ from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
-from .base import BaseModule
+from ..engine import BaseModule
 
 
 class TabularRegressor(BaseModule):
@@ -29,14 +29,14 @@ class TabularRegressor(BaseModule):
     Logged metrics: ``<stage>/loss`` (MSE on the standardised scale), ``<stage>/mae`` (mean absolute
     error), ``<stage>/rmse`` (root mean squared error; both in the target's original units),
     ``<stage>/r2`` (coefficient of determination, unitless; 1 is perfect, 0 is predicting the mean of
-    the evaluated split) for ``stage`` in train/val/test, and ``val/<best_metric>_best``.
+    the evaluated split) for ``stage`` in train/val/test.
 
     Args:
         in_features: Number of input features ``F`` (linked from the DataModule's ``num_features``).
         hidden_sizes: Widths of the hidden layers.
         dropout: Dropout probability after each hidden layer.
-        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see :class:`BaseModule`.
-        best_metric, best_mode: see :class:`BaseModule` (default ``mae``, ``min``: ``val/mae_best``).
+        optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see
+            :class:`~project.engine.BaseModule`.
 
     Shapes:
         ``forward``: features ``[B, F]`` float -> predictions ``[B]`` float (standardised scale).
@@ -45,7 +45,7 @@ class TabularRegressor(BaseModule):
 
     target_mean: Tensor
     target_std: Tensor
-    #: Input and output names of an exported (ONNX) model, see ``project.export``.
+    #: Input and output names of an exported (ONNX) model, see ``project.engine.commands.export``.
     export_names = ("features", "predictions")
 
     def __init__(
@@ -57,21 +57,11 @@ class TabularRegressor(BaseModule):
         lr_scheduler: LRSchedulerCallable | None = None,
         lr_scheduler_interval: Literal["step", "epoch"] = "epoch",
         lr_scheduler_monitor: str = "val/loss",
-        best_metric: str = "mae",
-        best_mode: Literal["max", "min"] = "min",
     ) -> None:
         metrics = MetricCollection(
             {"mae": MeanAbsoluteError(), "rmse": MeanSquaredError(squared=False), "r2": R2Score()}
         )
-        super().__init__(
-            optimizer,
-            lr_scheduler,
-            lr_scheduler_interval,
-            lr_scheduler_monitor,
-            metrics=metrics,
-            best_metric=best_metric,
-            best_mode=best_mode,
-        )
+        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)
         if in_features < 1:
             raise ValueError(f"in_features={in_features}: need at least one input feature")
         if any(size < 1 for size in hidden_sizes):

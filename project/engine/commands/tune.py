@@ -18,8 +18,11 @@ import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
 
-from .cli import ProjectCLI
-from .errors import ProjectError
+from ..cli import ProjectCLI
+from ..errors import ProjectError
+
+#: The package whose command this is (``project``; a generated repo's own name).
+PACKAGE = __package__.split(".")[0]
 
 
 class _TuneCLI(ProjectCLI):
@@ -129,7 +132,7 @@ def rerun_command(args: Sequence[str], suggestion: Path) -> str:
             kept.append(arg)
         elif "=" not in arg:
             next(tokens, None)  # the option's value
-    return shlex.join(["python", "-m", str(__package__), "fit", *kept, "--config", str(suggestion)])
+    return shlex.join(["python", "-m", PACKAGE, "fit", *kept, "--config", str(suggestion)])
 
 
 def lr_find(args: list[str]) -> tuple[float, Path]:

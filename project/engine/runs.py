@@ -1,22 +1,27 @@
-"""Run folders: one new folder per run under ``logs_dir``, the loggers pointed at it, a continued run's
-``metrics.csv`` kept, and finding checkpoints of earlier runs."""
+"""Run folders: one new folder per run under ``logs_dir`` (or the folder of the run a checkpoint
+continues), the loggers pointed at it, ``config.yaml`` and a continued run's ``metrics.csv``; finding
+the checkpoints of earlier runs (``best``/``last``) and rebuilding a run's model and data outside the
+Trainer (export, report)."""
 
 from __future__ import annotations
 
 import csv
+import importlib
 import os
 import sys
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
-from jsonargparse import Namespace
-from lightning.pytorch import LightningModule, Trainer
+from jsonargparse import ArgumentParser, Namespace
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from torch import Tensor
 
-from .checks import class_of
 from .errors import CheckpointError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder
@@ -25,6 +30,17 @@ RUN_DIR_ENV = f"{__name__.split('.')[0].upper()}_RUN_DIR"
 
 #: ``--ckpt_path`` values that name a checkpoint of the newest earlier run instead of a file.
 CHECKPOINT_ALIASES = ("best", "last")
+
+#: Keys of a fit's config that belong to that run alone: its ``config.yaml`` has them as null, so that
+#: re-running it (``fit --config logs/A/config.yaml``) starts a new run instead of writing into A.
+RUN_KEYS = ("run_name", "ckpt_path")
+
+
+def class_of(class_path: str) -> type:
+    """The class that a ``class_path`` such as ``torch.optim.SGD`` names (imported)."""
+    module, _, name = class_path.rpartition(".")
+    cls: type = getattr(importlib.import_module(module), name)
+    return cls
 
 
 def _is_worker_process() -> bool:
@@ -54,14 +70,13 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
     Without ``run_name`` the name is ``<YYYY-mm-dd_HH-MM-SS>_<subcommand>``; if that folder exists
     (two runs started in the same second) ``_2``, ``_3``, ... is appended. ``mkdir`` without
     ``exist_ok`` makes the choice atomic, so runs started at the same time never share a folder.
-    An explicit ``run_name`` that already exists raises ``FileExistsError`` rather than mixing two runs.
-
     Under torchrun (with ``--rdzv-id`` or ``--standalone``) or SLURM every rank is started on its own,
     so the default name is the job's id (``torchrun-<id>``, ``slurm-<SLURM_JOB_ID>``) and all ranks
-    share that folder.
+    share that folder. In the worker processes of a multi-process launch the folder the launching
+    process created (passed down in :data:`RUN_DIR_ENV`) is returned instead.
 
-    In the worker processes of a multi-process launch the folder the launching process created
-    (passed down in the :data:`RUN_DIR_ENV` environment variable) is returned instead.
+    Raises:
+        RunExistsError: ``run_name`` exists already, or is not a plain folder name.
     """
     inherited = os.environ.get(RUN_DIR_ENV)
     if inherited and _is_worker_process():
@@ -109,19 +124,31 @@ def run_dir_of(ckpt_path: str | Path) -> Path | None:
     return run_dir if run_dir is not None and (run_dir / "config.yaml").is_file() else None
 
 
+def choose_run_dir(config: Namespace, subcommand: str) -> tuple[Path, bool]:
+    """The run folder of this command and whether it continues an earlier run: ``fit --ckpt_path`` of a
+    checkpoint inside a run folder continues that run there, unless ``--run_name`` names another run
+    (a branch; the run's own name, as in the command that started it, continues it too); anything
+    else gets a new folder (:func:`create_run_dir`)."""
+    ckpt_path = config.get("ckpt_path")
+    continued = run_dir_of(ckpt_path) if subcommand == "fit" and ckpt_path else None
+    named = Path(config.logs_dir).expanduser().resolve() / str(config.run_name)
+    if continued is not None and (not config.run_name or continued == named):
+        return continued, True
+    return create_run_dir(config.logs_dir, subcommand, config.run_name), False
+
+
 def best_checkpoint_of(last: Path) -> Path:
-    """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that
-    its ``ModelCheckpoint`` (the one with a ``monitor``) recorded, looked up in the same folder.
+    """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that the
+    run's own best-checkpoint callback (``--checkpoint.*``) recorded, looked up in the same folder.
 
     Reading the callback's own record makes ``best`` right for any ``save_top_k`` and any
-    ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``).
+    ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``); a ``ModelCheckpoint``
+    that the user added is never taken for it.
 
     Raises:
         CheckpointError: ``last`` does not exist, the run recorded no best checkpoint, or the file
             is gone.
     """
-    import torch
-
     if not last.is_file():
         raise CheckpointError(
             f"--ckpt_path=best: {last} does not exist, and the run's best checkpoint is read from it; "
@@ -130,8 +157,10 @@ def best_checkpoint_of(last: Path) -> Path:
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
     records = [
         value
+        # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint)
+        for prefix in ("BestCheckpoint", "ModelCheckpoint")
         for key, value in state.items()
-        if key.startswith("ModelCheckpoint") and value.get("monitor") and value.get("best_model_path")
+        if key.startswith(prefix) and value.get("monitor") and value.get("best_model_path")
     ]
     if not records:
         raise CheckpointError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
@@ -183,15 +212,15 @@ def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
 
 
 def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -> Any:
-    """The logger config (``class_path`` namespaces, a list of them, ``True``/``False``) for ``run_dir``.
+    """The loggers of ``logger`` (a config: ``class_path`` namespaces, a list of them, ``True`` or
+    ``False``) pointed at ``run_dir``, as a new config (``logger`` itself is not changed).
 
     CSV and TensorBoard loggers write straight into the run folder, W&B into ``<run_dir>/wandb``, named
     after the run folder unless a name is set, and with ``wandb_id`` (resumed) when continuing a run;
     the environment variable ``WANDB_MODE=online`` (upload) or ``disabled`` (W&B off) overrides its
-    ``offline`` default.
-    A ``CSVLogger`` is added when there is none, so every run keeps a ``metrics.csv``; ``True``
-    (Lightning's default logger) becomes just that one, ``False``/``None`` (logging off) stay as they
-    are.
+    ``offline`` default. A ``CSVLogger`` is added when there is none, so every run keeps a
+    ``metrics.csv``; ``True`` (Lightning's default logger) becomes just that one, ``False``/``None``
+    (logging off) stay as they are.
     """
     if logger is None or logger is False:
         return logger
@@ -226,7 +255,7 @@ def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
 
     Lightning's CSV logger deletes a ``metrics.csv`` it finds in its folder when it starts; the rows
     are read first and logged again through the logger (``log_metrics``), so the new rows follow them
-    in the same file. Rows after ``last_step`` (logged after the checkpoint, before the run stopped)
+    in the same file. Rows from ``last_step`` on (logged after the checkpoint, before the run stopped)
     are dropped, as the continued run logs those steps again.
     """
     for logger in loggers:
@@ -247,12 +276,21 @@ def _number(text: str) -> float:
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
-class SaveConfigToLoggers(SaveConfigCallback):
-    """Save ``config.yaml`` in the run folder and record the resolved config in W&B's run config.
+class SaveConfig(SaveConfigCallback):
+    """Save the experiment's config as ``config.yaml`` in the run folder, and as W&B's run config.
 
-    A continued run (``fit --ckpt_path`` into its own folder) keeps the first ``config.yaml`` and saves
-    its own as ``config.resume-<n>.yaml``.
+    The run folder is never in the config (the loggers and checkpoints are pointed at it when they are
+    built), and a fit's :data:`RUN_KEYS` are saved as null, so ``fit --config <run>/config.yaml``
+    repeats the experiment in a new run. A continued run (``fit --ckpt_path`` into its own folder) keeps
+    the first ``config.yaml`` and saves its own as ``config.resume-<n>.yaml``.
     """
+
+    def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
+        portable = config.clone()
+        if parser.prog.split()[-1:] == ["fit"]:  # (the subcommand parser's name ends with it)
+            for key in RUN_KEYS:
+                portable[key] = None
+        super().__init__(parser, portable, *args, **kwargs)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
@@ -288,3 +326,93 @@ def finish_wandb_run(is_global_zero: bool = True) -> None:
     run.finish()
     if offline and sync_dir and is_global_zero:
         print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
+
+
+def saved_classes(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """The ``model`` and ``data`` configs (``{class_path, init_args}``) that LightningCLI saved in a
+    checkpoint's ``hyper_parameters`` and ``datamodule_hyper_parameters`` (``_class_path`` plus the
+    arguments). A part the checkpoint has no class for (e.g. written by plain Lightning) is absent."""
+    configs = {}
+    for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
+        saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
+        if class_path := saved.pop("_class_path", None):
+            configs[name] = {"class_path": class_path, "init_args": saved}
+    return configs
+
+
+def run_config_of(ckpt_path: Path) -> Path:
+    """The ``config.yaml`` of the run that wrote ``ckpt_path`` (``<run>/checkpoints/x.ckpt``).
+
+    Raises:
+        CheckpointError: ``ckpt_path`` is not in a run folder's ``checkpoints/`` next to its
+            ``config.yaml`` (pass the config explicitly then).
+    """
+    run_dir = run_dir_of(ckpt_path)
+    if run_dir is None:
+        raise CheckpointError(
+            f"{ckpt_path} is not inside a run folder (<run>/checkpoints/<file>.ckpt next to "
+            "<run>/config.yaml). Pass the run's config with --config PATH"
+        )
+    return run_dir / "config.yaml"
+
+
+def load_model(ckpt_path: str | Path) -> LightningModule:
+    """Build the model saved in a LightningCLI checkpoint, in eval mode on the CPU.
+
+    The checkpoint is read with ``torch.load(weights_only=True)``: its ``hyper_parameters`` hold the
+    model's ``_class_path`` and init arguments (saved by LightningCLI), which Lightning's trusted
+    instantiator turns back into the model (importing its module by its full dotted path); then the
+    weights are loaded.
+    """
+    from .checkpointing import load_checkpoint
+
+    load_checkpoint(ckpt_path)  # clear errors, and a warning when saved under other torch/Lightning versions
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
+        model = LightningModule.load_from_checkpoint(str(ckpt_path), map_location="cpu", weights_only=True)
+    return model.eval()
+
+
+def load_datamodule(config_path: str | Path) -> LightningDataModule:
+    """Instantiate the ``data`` section (``class_path`` + ``init_args``) of a run's ``config.yaml``.
+
+    Raises:
+        ValueError: the file has no ``data`` section.
+    """
+    config = yaml.safe_load(Path(config_path).read_text()) or {}
+    if not isinstance(config.get("data"), dict):
+        raise ValueError(f"{config_path}: no 'data' section (class_path, init_args) to build the data from")
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(LightningDataModule, "data", required=True, fail_untyped=False)
+    datamodule: LightningDataModule = parser.instantiate(parser.parse_object({"data": config["data"]})).data
+    return datamodule
+
+
+def split_batch(batch: Any) -> tuple[Any, Tensor | None]:
+    """Split a batch into ``(inputs, targets)``: a list or tuple is ``(inputs, targets, ...)``, a dict
+    its ``"input"``/``"target"`` entries (else its first and second), anything else inputs alone."""
+    if isinstance(batch, dict):
+        values = list(batch.values())
+        inputs = batch.get("input", values[0] if values else None)
+        return inputs, batch.get("target", values[1] if len(values) > 1 else None)
+    if isinstance(batch, (list, tuple)):
+        return batch[0], (batch[1] if len(batch) > 1 else None)
+    return batch, None
+
+
+@torch.no_grad()
+def predict_test_split(
+    model: torch.nn.Module, datamodule: LightningDataModule, desc: str = "test split"
+) -> tuple[Tensor, Tensor]:
+    """Run ``model`` over the whole test split; return ``(outputs [N, ...] float32, targets [N])``."""
+    from .progress import track
+
+    datamodule.setup("test")
+    loader = datamodule.test_dataloader()
+    outputs, targets = [], []
+    for batch in track(loader, total=len(loader), desc=desc):
+        inputs, target = split_batch(batch)
+        outputs.append(model(inputs).float())
+        if target is not None:
+            targets.append(target)
+    return torch.cat(outputs), torch.cat(targets) if targets else torch.empty(0, dtype=torch.int64)

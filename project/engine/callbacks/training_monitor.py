@@ -20,8 +20,9 @@ class TrainingMonitor(Callback):
 
     - ``train/grad_norm`` (every ``log_every_n_steps`` optimizer steps): total 2-norm of all gradients
       (``torch.nn.utils.get_total_norm``), read in ``on_before_optimizer_step``: after AMP unscaling,
-      before clipping. With the model's own LR scheduler (the warmup-cosine callback is off then) also
-      ``train/lr``, the LR of the first param group.
+      before clipping. When the model has an LR scheduler also ``train/lr``, the LR of the first param
+      group (``train/lr_pg<i>`` for the others). Lightning's ``LearningRateMonitor`` would name it
+      ``lr-<Optimizer>`` without a scheduler and fails without a logger.
     - ``train/epoch_time_sec``: wall-clock seconds from the epoch's first training batch to the end of
       its last (data loading included, validation excluded); ``train/samples_per_sec``: the samples
       this process saw in that time (the length of the batch's first tensor) divided by it (per
@@ -65,15 +66,15 @@ class TrainingMonitor(Callback):
         if (trainer.global_step + 1) % every and not trainer.is_last_batch:
             return
         if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
-            pl_module.log("train/lr", optimizer.param_groups[0]["lr"])
+            for index, group in enumerate(optimizer.param_groups):
+                pl_module.log("train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"])
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
             norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
             pl_module.log("train/grad_norm", norm)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Note a resume (see :meth:`on_train_batch_start`); warn about a partial accumulation window."""
-        self._resumed = trainer.ckpt_path is not None
+        """Warn about a partial accumulation window."""
         batches, accumulate = trainer.num_training_batches, trainer.accumulate_grad_batches
         if self.enabled and accumulate > 1 and math.isfinite(batches) and int(batches) % accumulate:
             rest = int(batches) % accumulate
@@ -92,21 +93,9 @@ class TrainingMonitor(Callback):
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        """Start the clock on the epoch's first batch; after a resume, align the logging step.
-
-        Lightning's loggers count steps with the epoch loop's private ``_batches_that_stepped``, equal
-        to ``global_step`` in an uninterrupted run (automatic optimization). Some checkpoints saved at
-        an epoch's end (e.g. after ``max_steps``) restore it one ahead (step ``k`` logged at ``k + 1``,
-        one more per resume), so it is set back here. ``tests/test_lifecycle.py`` pins this: it compares
-        the logged steps of resumed and uninterrupted runs.
-        """
+        """Start the clock on the epoch's first batch."""
         if self._epoch_start is None:
             self._epoch_start = time.perf_counter()
-        if self._resumed and pl_module.automatic_optimization:
-            self._resumed = False
-            loop = trainer.fit_loop.epoch_loop
-            if getattr(loop, "_batches_that_stepped", trainer.global_step) != trainer.global_step:
-                loop._batches_that_stepped = trainer.global_step
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
@@ -18,9 +19,35 @@ from .errors import CheckpointError
 from .provenance import warn_on_version_change
 
 
+class BestCheckpoint(ModelCheckpoint):
+    """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
+    ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
+
+    After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
+    this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
+    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key is its own, so a
+    ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key with this class's name."""
+        return "BestCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""
+        current = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        if trainer.sanity_checking or current is None:
+            return
+        best, better = self.best_model_score, {"min": torch.lt, "max": torch.gt}[self.mode]
+        if best is None or better(current, best.to(current.device)):
+            best = current
+        pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
+
+
 class LastCheckpoint(ModelCheckpoint):
     """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
-    (``configs/default.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
+    (``engine/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
 
     Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
     settings (e.g. one that keeps every epoch) can be added next to it.

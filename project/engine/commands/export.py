@@ -24,7 +24,10 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 from torchmetrics.functional import accuracy, mean_absolute_error
 
-from .errors import DataError, ProjectError
+from ..errors import DataError, ProjectError
+
+#: The package whose command this is (``project``; a generated repo's own name).
+PACKAGE = __package__.split(".")[0]
 
 Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
@@ -171,7 +174,7 @@ def parity_batch(loader: DataLoader[Any], size: int = PARITY_BATCH_SIZE) -> Tens
     Raises:
         DataError: the loader's dataset (the test split) is empty.
     """
-    from .loading import split_batch
+    from ..runs import split_batch
 
     for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
         return split_batch(batch)[0]
@@ -194,7 +197,7 @@ def export_checkpoint(
     Raises:
         ExportError, ParityError: see :func:`write_model`, :func:`check_parity`.
     """
-    from .loading import load_datamodule, load_model, predict_test_split
+    from ..runs import load_datamodule, load_model, predict_test_split
 
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)
@@ -228,11 +231,11 @@ def main(args: list[str]) -> None:
     on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
-    from .loading import resolve_checkpoint, run_config_of
-    from .provenance import collect, write_provenance
-    from .runs import add_run_folder_arguments, create_run_dir
+    from ..runs import resolve_checkpoint, run_config_of
+    from ..provenance import collect, write_provenance
+    from ..runs import add_run_folder_arguments, create_run_dir
 
-    parser = ArgumentParser(prog=f"python -m {__package__} export", description=__doc__)
+    parser = ArgumentParser(prog=f"python -m {PACKAGE} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
     parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
     parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
@@ -240,7 +243,7 @@ def main(args: list[str]) -> None:
     parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
     parser.add_argument("--config", type=Path | None, help="Run config.yaml (default: the checkpoint's).")
     add_run_folder_arguments(parser)
-    cfg = parser.parse_args(args)
+    cfg = parser.parse_args(args[1:])
     if cfg.quantize and cfg.format != "torchscript":
         parser.error(
             f"--quantize={cfg.quantize} with --format={cfg.format}: dynamically quantized Linear layers only "

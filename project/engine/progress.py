@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
@@ -37,3 +38,18 @@ def track(iterable: Iterable[T], total: int | None, desc: str, lines: int = 4) -
         if every and done % every == 0 and done != total:
             print(f"{desc}: {done}/{total} ({time.perf_counter() - start:.1f} s)", flush=True)
     print(f"{desc}: {done}/{total if total is not None else done} done ({time.perf_counter() - start:.1f} s)")
+
+
+def quiet_known_noise() -> None:
+    """Hide, for this process, warnings that need no action from the user of this CLI: the CSV logger
+    and checkpoint callbacks finding the run folder they share (or a continued run's) not empty,
+    Lightning's note on epochs shorter than ``log_every_n_steps`` (``TrainingMonitor`` writes each
+    epoch's last step), and LightningCLI's note on ``args`` that the extra commands pass on."""
+    for message in (
+        "Experiment logs directory .* exists and is not empty",
+        "Checkpoint directory .* exists and is not empty",
+        "The dirpath has changed from",
+        "The number of training batches .* is smaller than the logging interval",
+        "LightningCLI's args parameter is intended to run from within",
+    ):
+        warnings.filterwarnings("ignore", message)

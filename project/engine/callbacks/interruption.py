@@ -10,9 +10,9 @@ from types import FrameType
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from ..checkpointing import LastCheckpoint
 from ..errors import TrainingInterrupted
 
 log = logging.getLogger(__name__)
@@ -73,12 +73,9 @@ class GracefulInterruption(Callback):
         self.on_train_end(trainer, pl_module)
         if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
-        callback = trainer.checkpoint_callback
-        folder = (
-            Path(callback.dirpath)
-            if isinstance(callback, ModelCheckpoint) and callback.dirpath
-            else Path(trainer.default_root_dir) / "checkpoints"
-        )
+        # the run's own last.ckpt, never the folder of a ModelCheckpoint the user added
+        last = next((cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)), None)  # type: ignore[attr-defined]
+        folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
         path = folder / "last.ckpt"
         trainer.save_checkpoint(path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"

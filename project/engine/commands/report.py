@@ -18,9 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import CheckpointError
-from .provenance import PROVENANCE_FILE, read_provenance
-from .provenance import summary as provenance_summary
+from ..errors import CheckpointError
+from ..provenance import PROVENANCE_FILE, read_provenance
+from ..provenance import summary as provenance_summary
+
+#: The package whose command this is (``project``; a generated repo's own name).
+PACKAGE = __package__.split(".")[0]
 
 #: Size of every figure in pixels, and its dots per inch.
 WIDTH, HEIGHT, DPI = 640, 480, 100
@@ -98,7 +101,7 @@ def write_report(
             written[name] = path
         else:
             print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
-    from .runs import best_checkpoint_of
+    from ..runs import best_checkpoint_of
 
     config = config_path or run_dir / "config.yaml"
     try:
@@ -109,7 +112,7 @@ def write_report(
     if not config.is_file():
         print(f"skipped confusion_matrix.png: needs {config}")
         return written
-    from .loading import load_datamodule, load_model, predict_test_split
+    from ..runs import load_datamodule, load_model, predict_test_split
 
     logits, targets = predict_test_split(load_model(ckpt), load_datamodule(config), desc="confusion matrix")
     if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
@@ -128,9 +131,9 @@ def main(args: list[str]) -> None:
     :func:`~project.runs.resolve_checkpoint`)."""
     from jsonargparse import ArgumentParser
 
-    from .runs import resolve_checkpoint
+    from ..runs import resolve_checkpoint
 
-    parser = ArgumentParser(prog=f"python -m {__package__} report", description=__doc__)
+    parser = ArgumentParser(prog=f"python -m {PACKAGE} report", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="Run folder (holds metrics.csv).")
     parser.add_argument("--output", type=Path | None, help="Folder for the PNGs (default RUN_DIR/report).")
     parser.add_argument(
@@ -141,7 +144,7 @@ def main(args: list[str]) -> None:
     parser.add_argument(
         "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
     )
-    cfg = parser.parse_args(args)
+    cfg = parser.parse_args(args[1:])
     run_dir = cfg.run_dir
     needed = PROVENANCE_FILE if cfg.print_provenance else "metrics.csv"
     if not (run_dir / needed).is_file():

@@ -28,10 +28,13 @@ from typing import Any
 import yaml
 from jsonargparse import Namespace
 
-from .cli import ProjectCLI
-from .errors import ConfigError, ProjectError, TrainingInterrupted
+from ..cli import ProjectCLI
+from ..errors import ConfigError, ProjectError, TrainingInterrupted
 
-PROG = f"python -m {__package__} sweep"
+#: The package whose command this is (``project``; a generated repo's own name).
+PACKAGE = __package__.split(".")[0]
+
+PROG = f"python -m {PACKAGE} sweep"
 SWEEP_KEYS = ("search_space", "objective", "sampler", "pruner", "enqueue_trials")
 DISTRIBUTIONS = {
     "float": "FloatDistribution",
@@ -490,7 +493,7 @@ def write_plots(study: Any, folder: Path) -> list[Path]:
 
 HELP_EPILOG = f"""
 The sweep YAML is the --config file with a search_space (configs/sweep/digits.yaml); every other
-argument is a fit option for all trials (`python -m {__package__} fit --help`), which log to CSV:
+argument is a fit option for all trials (`python -m {PACKAGE} fit --help`), which log to CSV:
 
   {PROG} --config configs/sweep/digits.yaml --trainer.max_epochs=10 --n_trials 20
 
@@ -562,7 +565,7 @@ def main(args: list[str]) -> None:
 
     warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended to run from within")
     warnings.filterwarnings("ignore", message="Argument ``heartbeat_interval`` is an experimental feature")
-    options, spec_path, spec_raw, fit_args = split_args(args)
+    options, spec_path, spec_raw, fit_args = split_args(args[1:])
     spec = load_sweep_spec(spec_path, spec_raw)
     config, _ = parse_fit_options(fit_args)
     if config.get("run_name"):
@@ -571,7 +574,7 @@ def main(args: list[str]) -> None:
     if None in keys.values():
         raise ConfigError(
             f"{spec.path}: search_space key(s) {[k for k, v in keys.items() if v is None]} are not fit "
-            f"options of this config (see `python -m {__package__} fit --print_config` for the keys)"
+            f"options of this config (see `python -m {PACKAGE} fit --print_config` for the keys)"
         )
     study_name = options.study_name or spec.path.stem
     logs_dir = str(config.logs_dir)
@@ -661,7 +664,7 @@ def main(args: list[str]) -> None:
     if written[1] is not None:
         best = study.best_trial
         print(f"Best: trial {best.number} {spec.metric}={best.value:.4f} ({best.user_attrs.get('run_dir')})")
-        print(f"Re-run it: python -m {__package__} fit --config {written[1]}")
+        print(f"Re-run it: python -m {PACKAGE} fit --config {written[1]}")
 
 
 class SweepInterrupted(ProjectError):

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
-from ..errors import DataError
+from .errors import DataError
 
 
 class PredictInputs(NamedTuple):

@@ -1,0 +1,313 @@
+"""The command line: ``python -m <package> {fit,validate,test,predict}`` (a LightningCLI), plus the
+commands of :data:`EXTRA_COMMANDS` (``export``, ``report``, ...).
+
+Defaults live in YAML, loaded first: the engine's ``engine/defaults.yaml``, then your
+``<package>/configs/default.yaml`` (your experiment) and ``<package>/configs/logger.yaml`` (the
+default logger); then ``--config`` files (repeatable, later files win), then dotted overrides. Each run
+writes into a new folder ``<logs_dir>/<run name>`` (default ``./logs``); ``fit --ckpt_path
+last|best|FILE`` continues the run that wrote the checkpoint, in its folder, unless ``--run_name``
+asks for a new run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jsonargparse import Namespace
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.cli import ArgsType, LightningArgumentParser
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
+
+from .callbacks import (
+    CSVPredictionWriter,
+    DistributedEvaluation,
+    GracefulInterruption,
+    HealthCheck,
+    MemoryMonitor,
+    TrainingMonitor,
+    default_extra_callbacks,
+)
+from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, check_state_dict_fits, load_checkpoint
+from .checks import (
+    DATA_LINKS,
+    check_links,
+    check_model_and_trainer,
+    check_removed_groups,
+    check_saved_model,
+    check_sync_batchnorm,
+    check_wandb_log_model,
+    explicit_values,
+    warn_carried_over,
+    warn_logger_switch,
+    warn_replaced_by_checkpoint,
+)
+from .errors import ConfigError, ProjectError
+from .progress import quiet_known_noise
+from .provenance import Provenance
+from .resume import CheckpointReadOnce, ExactResume
+from .runs import (
+    SaveConfig,
+    add_run_folder_arguments,
+    choose_run_dir,
+    finish_wandb_run,
+    keep_metrics_csv,
+    resolve_checkpoint,
+    run_logger_config,
+    saved_classes,
+    wandb_id_of,
+)
+
+#: The package whose command line this is (``project``; a generated repo's own name).
+PACKAGE = __package__.rpartition(".")[0]
+ENGINE_DIR = Path(__file__).resolve().parent
+#: Loaded before any ``--config``, in order: the engine's defaults, your experiment, the default logger.
+CONFIG_FILES = [
+    ENGINE_DIR / "defaults.yaml",
+    ENGINE_DIR.parent / "configs" / "default.yaml",
+    ENGINE_DIR.parent / "configs" / "logger.yaml",
+]
+
+
+class ProjectCLI(CheckpointReadOnce):
+    """LightningCLI with run folders, checkpoint aliases, the engine's callbacks and the data links.
+
+    Extra arguments (every subcommand): ``--logs_dir`` (folder of run folders, default ``logs``),
+    ``--run_name`` (this run's folder name; default timestamp and subcommand), and the groups of the
+    engine's callbacks, which are always present (a ``trainer.callbacks`` list is added to them):
+    ``--checkpoint.*`` (the best checkpoint by ``checkpoint.monitor``, ``checkpoints/best.ckpt``),
+    ``--last_checkpoint.*`` (``checkpoints/last.ckpt`` at the end of every epoch), ``--memory.*``,
+    ``--exact_resume.*``, ``--training_monitor.*``, ``--health.*``, ``--interruption.*``.
+
+    Linked values (:data:`~project.engine.checks.DATA_LINKS`): a model argument ``num_classes``,
+    ``in_features`` or ``in_channels`` is set from the DataModule's ``num_classes``, ``num_features``
+    or ``dims[0]`` when both have them.
+
+    ``--ckpt_path best|last`` names the best/last checkpoint of the newest run under ``--logs_dir``.
+    With ``--ckpt_path`` the model's class and arguments come from the checkpoint, and so does the
+    DataModule's unless the config chose another data class; data arguments given explicitly win.
+
+    ``config_files`` (class attribute) are the default config files (tests of the engine set their own).
+    """
+
+    config_files: ClassVar[list[Path]] = CONFIG_FILES
+    #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands).
+    run_label = "run"
+
+    def __init__(self, args: ArgsType = None, run: bool = True, **kwargs: Any) -> None:
+        prog = f"python -m {PACKAGE}"
+        defaults = [str(path) for path in self.config_files]
+        parser_kwargs: dict[str, Any] = {
+            "prog": prog,
+            "epilog": EPILOG,
+            "allow_abbrev": False,  # --trainer.max_epoch=2 (a typo) must fail, not set max_epochs
+            "usage": f"{prog} " + ("{" + ",".join(self.subcommands()) + "} " if run else "") + "[options]",
+        }
+        if not run:
+            parser_kwargs["default_config_files"] = defaults
+        for name in self.subcommands() if run else ():
+            parser_kwargs[name] = {"default_config_files": defaults, "usage": f"{prog} {name} [options]"}
+        kwargs.setdefault("model_class", LightningModule)
+        kwargs.setdefault("datamodule_class", LightningDataModule)
+        kwargs.setdefault("subclass_mode_model", True)
+        kwargs.setdefault("subclass_mode_data", True)
+        kwargs.setdefault("auto_configure_optimizers", False)
+        kwargs.setdefault("save_config_callback", SaveConfig)
+        kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
+        self.parsers: list[LightningArgumentParser] = []
+        self.checkpoint: dict[str, Any] | None = None
+        environ = dict(os.environ)
+        try:
+            super().__init__(args=args, run=run, **kwargs)
+        finally:
+            if run:  # leave the process as it was (seed_everything's variables, the run folder's)
+                os.environ.clear()
+                os.environ.update(environ)
+                finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Add the run-folder arguments, the engine's callbacks and the data links."""
+        self.parsers.append(parser)
+        add_run_folder_arguments(parser)
+        parser.add_lightning_class_args(BestCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
+        parser.add_lightning_class_args(MemoryMonitor, "memory")
+        parser.add_lightning_class_args(ExactResume, "exact_resume")
+        parser.add_lightning_class_args(TrainingMonitor, "training_monitor")
+        parser.add_lightning_class_args(HealthCheck, "health")
+        parser.add_lightning_class_args(GracefulInterruption, "interruption")
+        for target, source in DATA_LINKS.items():
+            attribute, first = source.removesuffix("[0]"), source.endswith("[0]")
+            parser.link_arguments(
+                f"data.{attribute}",
+                f"model.init_args.{target}",
+                compute_fn=(lambda dims: int(dims[0])) if first else None,
+                apply_on="instantiate",
+            )
+
+    def _config(self, config: Namespace | None = None) -> Namespace:
+        """The parsed (or, given, the instantiated) config of the subcommand being run."""
+        config = self.config if config is None else config
+        subcommand = self.config.get("subcommand")
+        return config[subcommand] if subcommand else config
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
+        """Parse and check the config; resolve ``--ckpt_path`` (alias or file), read the checkpoint
+        once (honouring ``--weights_only``) and take the model (and data) class and arguments from it."""
+        for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; errors show it
+            if " [options] " in subparser.prog:
+                subparser.prog = f"python -m {PACKAGE} {subparser.prog.rsplit(' ', 1)[-1]}"
+        super().parse_arguments(parser, args)
+        subcommand = self.config.get("subcommand")
+        subparser = self._subcommand_parsers[subcommand] if subcommand else parser
+        if subcommand and self.config.get("config"):
+            parser.error(
+                f"--config comes before the subcommand {subcommand!r}, where it is not read; put it after: "
+                f"python -m {PACKAGE} {subcommand} --config FILE"
+            )
+        config = self._config()
+        try:
+            check_removed_groups(config.get("config") or [])
+            check_sync_batchnorm(config.trainer)
+            check_wandb_log_model(config.trainer.logger)
+            self.explicit = explicit_values(config, subparser.get_defaults())
+            warn_carried_over(config, subparser.get_defaults())
+            if config.get("ckpt_path") is not None:
+                self._apply_checkpoint(subparser, config)
+        except ProjectError as error:
+            subparser.error(str(error))
+
+    def _apply_checkpoint(self, parser: LightningArgumentParser, config: Namespace) -> None:
+        """Read the checkpoint that ``--ckpt_path`` names and build this run from its model and data:
+        the model's class and arguments are the checkpoint's (a given value it replaces is named in a
+        warning); so are the data's, unless the config chose another data class, and data arguments
+        given explicitly (``--config``, command line) win over the checkpoint's."""
+        ckpt_path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
+        self.checkpoint = load_checkpoint(ckpt_path, weights_only=config.get("weights_only"))
+        print(f"--ckpt_path: {ckpt_path}")
+        saved = saved_classes(self.checkpoint)
+        if "model" in saved:
+            check_saved_model(saved["model"], self.config.get("subcommand"), ckpt_path)
+        chosen = self.explicit.get("data.class_path")
+        if "data" in saved and chosen is not None and chosen != saved["data"]["class_path"]:
+            del saved["data"]  # the config chose another data class: keep it
+        given_data = {k: v for k, v in self.explicit.items() if k.startswith("data.init_args.")}
+        if saved:
+            update = {self.config.subcommand: saved} if self.config.get("subcommand") else saved
+            self.config = self.parser.parse_object(update, self.config)
+        config = self._config()
+        for key, value in given_data.items():
+            if key in config:
+                config[key] = value
+        config.ckpt_path = str(ckpt_path)
+        warn_replaced_by_checkpoint(self.explicit, config)
+
+    def instantiate_classes(self) -> None:
+        """Choose the run folder (:func:`~project.engine.runs.choose_run_dir`) and build the model, the
+        data and the trainer from the config with the loggers, checkpoints and ``default_root_dir``
+        pointed at it: a copy of the config, so ``config.yaml`` names no run folder.
+
+        A class rejecting its arguments (``ValueError``, ``TypeError``, ``MisconfigurationException``,
+        e.g. ``--data.batch_size=-1``), a linked value given against its source, or a checkpoint that
+        does not fit the model stops with a :class:`~project.engine.errors.ConfigError` naming the
+        cause, and a new run folder that is still empty is removed.
+        """
+        config = self._config()
+        self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
+        if self.continued:
+            warn_logger_switch(self.run_dir, config.trainer.logger)
+        run_config = self.config.clone()
+        run = self._config(run_config)
+        run.trainer.default_root_dir = str(self.run_dir)
+        wandb_id = wandb_id_of(self.run_dir) if self.continued else None
+        run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
+        for callback in (run.checkpoint, run.last_checkpoint):
+            callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
+        try:
+            self.config_init = self.parser.instantiate(run_config)
+            init = self._config(self.config_init)
+            self.datamodule, self.model = init.get("data"), init.get("model")
+            self.trainer = self.instantiate_trainer()
+            check_links(self.explicit, self.model, self.datamodule)
+            check_model_and_trainer(self.model, self.trainer)
+            if self.checkpoint is not None:
+                check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
+        except (ProjectError, ValueError, TypeError, MisconfigurationException) as error:
+            if not self.continued and not any(self.run_dir.iterdir()):
+                self.run_dir.rmdir()
+            if isinstance(error, ProjectError):
+                raise
+            cause: BaseException = error
+            while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
+                cause = cause.__cause__
+            raise ConfigError(f"building the run failed: {type(cause).__name__}: {cause}") from error
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """Build the trainer with the progress display, the provenance record, DDP-exact evaluation,
+        the predictions writer (``predict``) and atomic checkpoint writes."""
+        trainer_config = dict(self._config(self.config_init).get("trainer") or {})
+        callbacks = trainer_config.get("callbacks") or []
+        callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
+        extra = [*default_extra_callbacks(trainer_config, callbacks), Provenance(), DistributedEvaluation()]
+        if self.subcommand == "predict":
+            extra.append(CSVPredictionWriter())
+        kwargs.setdefault("callbacks", [*callbacks, *extra])
+        trainer = super().instantiate_trainer(**kwargs)
+        if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        return trainer
+
+    def after_instantiate_classes(self) -> None:
+        """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
+        if self.continued:
+            keep_metrics_csv(self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+
+    def after_fit(self) -> None:
+        """Say where the run folder and the best checkpoint are."""
+        best = next((cb for cb in self.trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
+        if self.trainer.is_global_zero:
+            print(f"Run folder: {self.run_dir}")
+            if best is not None and best.best_model_path:
+                score = float(best.best_model_score) if best.best_model_score is not None else float("nan")
+                print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
+
+
+#: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
+EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
+    "export": (f"{__package__}.commands.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "report": (f"{__package__}.commands.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
+    "lr_find": (f"{__package__}.commands.tune", "LR range test: suggested LR, loss-vs-LR plot, a config"),
+    "scale_batch_size": (f"{__package__}.commands.tune", "largest batch size that fits, and a config to use"),
+    "sweep": (f"{__package__}.commands.sweep", "hyperparameter search (Optuna), each trial a fit run"),
+}
+
+EPILOG = "More commands (each has --help): " + "; ".join(
+    f"{name}: {text}" for name, (_, text) in EXTRA_COMMANDS.items()
+)
+
+
+def main(args: ArgsType = None) -> None:
+    """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
+
+    The :data:`EXTRA_COMMANDS` are dispatched to their own modules; everything else is a LightningCLI
+    subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
+    health check, interruption) is printed as one ``error:`` line without a traceback, and the process
+    exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
+    """
+    argv = sys.argv[1:] if args is None else args
+    quiet_known_noise()
+    try:
+        if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
+            module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
+            module.main([str(arg) for arg in argv])
+            return
+        ProjectCLI(args=args)
+    except ProjectError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        sys.exit(error.exit_code)
+    except SIGTERMException:
+        sys.exit(143)
