@@ -1,8 +1,10 @@
-"""Small callbacks, optimizers and modules that tests select by ``class_path`` to look inside a run."""
+"""Small callbacks, optimizers and modules that the engine tests select by ``class_path``
+(``helpers.Recorder``) to look inside a run, or to break it on purpose."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -11,8 +13,9 @@ from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
 
-from project.data import DigitsDataModule, Transformed
-from project.models import ImageClassifier
+from fixture_task import TinyClassifier, TinyImages
+
+from project.engine import Transformed
 
 
 class RecordingSGD(torch.optim.SGD):
@@ -52,7 +55,7 @@ class Recorder(Callback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         if self.identical_images and stage == "fit":
-            images = trainer.datamodule.train_set.dataset.tensors[0]  # digits: Transformed(TensorDataset)
+            images = trainer.datamodule.train_set.dataset.tensors[0]  # Transformed(TensorDataset)
             images[:] = images[0].clone()
         head = getattr(pl_module, "head", None)
         if head is not None:
@@ -82,7 +85,7 @@ class StopAfterEpoch(Callback):
             trainer.should_stop = True
 
 
-class LeakyClassifier(ImageClassifier):
+class LeakyClassifier(TinyClassifier):
     """The classic leak from the seeds: a loss kept in a Python list as a tensor instead of ``.item()``.
 
     Here it is a running loss computed for monitoring (no backward ever runs through it), so the list
@@ -129,7 +132,7 @@ class DetachedBackbone(torch.nn.Module):
         return self.body(features).mean(dim=(2, 3))
 
 
-class NaNLossClassifier(ImageClassifier):
+class NaNLossClassifier(TinyClassifier):
     """Returns a NaN loss from global step ``nan_at_step`` on."""
 
     def __init__(self, nan_at_step: int = 3, **kwargs: Any) -> None:
@@ -143,7 +146,7 @@ class NaNLossClassifier(ImageClassifier):
         return loss
 
 
-class GradInValidationClassifier(ImageClassifier):
+class GradInValidationClassifier(TinyClassifier):
     """Builds a graph in validation and returns it."""
 
     def validation_step(self, batch: Any, batch_idx: int) -> Any:
@@ -152,7 +155,7 @@ class GradInValidationClassifier(ImageClassifier):
             return {"logits": self(batch[0])}
 
 
-class CrashingClassifier(ImageClassifier):
+class CrashingClassifier(TinyClassifier):
     """Raises inside ``training_step`` at global step ``crash_at_step``."""
 
     def __init__(self, crash_at_step: int = 3, **kwargs: Any) -> None:
@@ -165,7 +168,7 @@ class CrashingClassifier(ImageClassifier):
         return super().training_step(batch, batch_idx)
 
 
-class NaNInputDigits(DigitsDataModule):
+class NaNInputImages(TinyImages):
     """Every second training image is all NaN."""
 
     def setup(self, stage: str | None = None) -> None:
@@ -174,7 +177,7 @@ class NaNInputDigits(DigitsDataModule):
         self.train_set.dataset.tensors[0][::2] = float("nan")  # type: ignore[attr-defined]
 
 
-class ColumnLabelDigits(DigitsDataModule):
+class ColumnLabelImages(TinyImages):
     """Training labels shaped ``[N, 1]`` instead of ``[N]``."""
 
     def setup(self, stage: str | None = None) -> None:
@@ -214,15 +217,15 @@ class ScriptedScore(Metric):
         return torch.tensor(self.scores[min(self.epoch(), len(self.scores) - 1)])
 
 
-class ScriptedClassifier(ImageClassifier):
-    """An ImageClassifier whose ``val/acc`` at epoch ``e`` is ``scores[e]`` (training is real)."""
+class ScriptedClassifier(TinyClassifier):
+    """An TinyClassifier whose ``val/acc`` at epoch ``e`` is ``scores[e]`` (training is real)."""
 
     def __init__(self, scores: list[float] = [0.5, 0.7, 0.6], **kwargs: Any) -> None:  # noqa: B006
         super().__init__(**kwargs)
         self.val_metrics["acc"] = ScriptedScore(scores, lambda: self.current_epoch)
 
 
-class ManualClassifier(ImageClassifier):
+class ManualClassifier(TinyClassifier):
     """Optimises by hand (``automatic_optimization = False``), as a GAN or RL module would."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -238,7 +241,34 @@ class ManualClassifier(ImageClassifier):
         return loss
 
 
-class FiveClassDigits(DigitsDataModule):
-    """Declares 5 classes (so the linked model has a 5-way head) but keeps the labels 0..9."""
+class FewerClassesImages(TinyImages):
+    """Declares 3 classes (so the linked model has a 3-way head) but keeps the labels 0..3."""
 
-    num_classes = 5
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.num_classes = 3
+
+
+class CountTestSamples(Callback):
+    """Count the test samples of all ranks (summed over processes) and write the total to
+    ``<run folder>/test_samples.txt`` on rank 0."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        self.count += len(batch[1])
+
+    def on_test_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        total = trainer.strategy.reduce(torch.tensor(float(self.count)), reduce_op="sum")
+        folder = Path(trainer.log_dir or ".")  # log_dir broadcasts: every rank must ask for it
+        if trainer.is_global_zero:
+            (folder / "test_samples.txt").write_text(f"{int(total)}\n")

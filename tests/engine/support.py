@@ -1,0 +1,109 @@
+"""What the engine's tests share: fast settings, subprocess runs of the fixture CLI, file helpers."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from fixture_task import CONFIG
+
+from project.engine.cli import ENGINE_DIR, ProjectCLI, main
+from project.engine.runs import RUN_DIR_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = REPO_ROOT / "configs"
+ENGINE_TESTS = Path(__file__).resolve().parent
+#: The engine tests' default config files: the engine's defaults, then the fixture experiment.
+CONFIG_FILES = [ENGINE_DIR / "defaults.yaml", CONFIG]
+#: The fixture task's classes by their class_path.
+TINY, PLAIN_MODEL, PLAIN_DATA = "fixture_task.TinyClassifier", "fixture_task.PlainClassifier", "fixture_task.PlainData"
+
+#: Overrides that make a fit take a second: two train batches, one val batch, no progress bar.
+FAST = [
+    "--trainer.max_epochs=1",
+    "--trainer.limit_train_batches=2",
+    "--trainer.limit_val_batches=1",
+    "--trainer.limit_test_batches=1",
+    "--trainer.limit_predict_batches=1",
+    "--trainer.enable_progress_bar=false",
+    "--trainer.enable_model_summary=false",
+    "--trainer.log_every_n_steps=1",
+]
+
+
+def run_module(
+    args: Sequence[str],
+    cwd: Path,
+    timeout: float = 600,
+    check: bool = True,
+    env: dict[str, str] | None = None,
+    base_env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the package's command line with the fixture task (``tests/engine/fixture_cli.py ARGS``) in a
+    subprocess in ``cwd``; returns the result. The environment is ``base_env`` (default: this
+    process's) updated with ``env``; the repo root and this folder are put in front of ``PYTHONPATH``."""
+    base = dict(os.environ if base_env is None else base_env)
+    full_env = {**base, "PYTHONUNBUFFERED": "1", **(env or {})}
+    paths = [(env or {}).get("PYTHONPATH", ""), str(REPO_ROOT), str(ENGINE_TESTS), base.get("PYTHONPATH", "")]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    full_env.pop(RUN_DIR_ENV, None)
+    result = subprocess.run(
+        [sys.executable, str(ENGINE_TESTS / "fixture_cli.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"exit {result.returncode}\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr}")
+    return result
+
+
+def run_dirs(logs: Path) -> list[Path]:
+    """The run folders under ``logs``, oldest first."""
+    return sorted(p for p in logs.iterdir() if p.is_dir())
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` (relative path -> digest)."""
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def metric_rows(run_dir: Path, key: str) -> list[tuple[int, int, float]]:
+    """``(epoch, step, value)`` of every row of ``metrics.csv`` that has ``key``."""
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        return [
+            (int(row["epoch"]), int(row["step"]), float(row[key]))
+            for row in csv.DictReader(handle)
+            if row.get(key)
+        ]
+
+
+def rerun_suggestion(out: str) -> ProjectCLI:
+    """Run the ``Use it: python -m <package> fit ...`` command that a tuner printed in ``out``,
+    in-process (with FAST overrides, no logger); returns the finished CLI."""
+    (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
+    words = shlex.split(line.removeprefix("Use it: "))
+    assert words[:3] == ["python", "-m", ProjectCLI.__module__.split(".")[0]] and words[3] == "fit", line
+    return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], run=True)
+
+
+def quantized_export_line(ckpt: Path, output: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``export --format=torchscript --quantize=dynamic`` on ``ckpt`` and return the ``Test ...``
+    line it prints (fp32 vs int8 on the test split)."""
+    capsys.readouterr()
+    options = ["--format=torchscript", "--quantize=dynamic", f"--output={output}"]
+    main(["export", f"--ckpt_path={ckpt}", *options])
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
