@@ -92,7 +92,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^requires-python = ".*"$', f'requires-python = ">={major}.{minor}"'),
         (r'^project = "project\.cli:main"$', f'{package} = "{package}.cli:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
-        (r'^project = (\["configs/.*)$', f'{package} = ["configs/*.yaml"]'),
+        (r'^project = (\["configs/.*)$', f"{package} = " + "\\1"),
         (r'^files = \["project", "hooks", "benchmarks"\]$', f"files = {string(mypy_files)}"),
         (r'^    "cookiecutter>=[\d.]+",\n', ""),
         (r'^    "cruft>=[\d.]+",\n', ""),

@@ -120,14 +120,25 @@ class ProjectCLI(CheckpointReadOnce):
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
-        environ = dict(os.environ)
+        self._environ = dict(os.environ)
         try:
             super().__init__(args=args, run=run, **kwargs)
         finally:
-            if run:  # leave the process as it was (seed_everything's variables, the run folder's)
-                os.environ.clear()
-                os.environ.update(environ)
-                finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+            if run:
+                self.__exit__()
+
+    def __enter__(self) -> ProjectCLI:
+        """``with ProjectCLI(args, run=False) as cli: cli.trainer.fit(...)``: see :meth:`__exit__`."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Leave the process as it was before the CLI: the environment variables that seeding and the
+        run folder set are restored and an open W&B run is closed (a run with a subcommand does this
+        when it ends; with ``run=False`` use the CLI as a context manager around your own calls)."""
+        for key in set(os.environ) - set(self._environ):
+            del os.environ[key]
+        os.environ.update(self._environ)
+        finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, the engine's callbacks and the data links."""

@@ -91,6 +91,14 @@ def metric_rows(run_dir: Path, key: str) -> list[tuple[int, int, float]]:
         ]
 
 
+def fit_with_batch_size_1(logs: Path, *args: str) -> Path:
+    """A fast fit with ``--data.batch_size=1`` (8 training steps, 4 validation batches: an R2 needs 2+
+    samples) and no logger, after ``args`` (e.g. an experiment's ``--config``); returns the run folder."""
+    common = [f"--logs_dir={logs}", "--trainer.logger=false", *FAST, "--data.batch_size=1"]
+    common += ["--trainer.limit_train_batches=8", "--trainer.limit_val_batches=4"]
+    return ProjectCLI(args=["fit", *args, *common]).run_dir
+
+
 def rerun_suggestion(out: str) -> ProjectCLI:
     """Run the ``Use it: python -m <package> fit ...`` command that a tuner printed in ``out``,
     in-process (with FAST overrides, no logger); returns the finished CLI."""
