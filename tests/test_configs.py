@@ -21,7 +21,6 @@ CPU_SWAP = [
     "--trainer.strategy=auto",
     "--trainer.sync_batchnorm=false",
     "--trainer.precision=32-true",
-    "--data.init_args.pin_memory=false",
 ]
 GPU_ONLY = {"trainer/gpu.yaml", "trainer/fp16_mixed.yaml", "trainer/ddp_gpu.yaml", "trainer/ddp_cpu.yaml"}
 #: Data-only presets need a model with a matching number of input channels.

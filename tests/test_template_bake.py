@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import FAST, REPO_ROOT
+from support import FAST, REPO_ROOT
 from test_template_hooks import post_gen
 
 cookiecutter_main = pytest.importorskip("cookiecutter.main")
@@ -161,11 +161,13 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
 
     pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == repo.name
-    assert pyproject["project"]["scripts"] == {package: f"{package}.cli:main"}
+    assert pyproject["project"]["scripts"] == {package: f"{package}.engine.cli:main"}
     assert pyproject["project"]["requires-python"] == f">={answers['python_version']}"
     full = answers["examples"] == "full"
     assert pyproject["tool"]["mypy"]["files"] == [package, *(["benchmarks"] if full else [])]
-    assert pyproject["tool"]["setuptools"]["package-data"] == {package: ["configs/*.yaml"]}
+    assert pyproject["tool"]["setuptools"]["package-data"] == {
+        package: ["configs/*.yaml", "engine/*.yaml", "engine/README.md"]
+    }
     for relative in post_gen.FULL_EXAMPLES_ONLY:
         assert (repo / relative.replace("project/", f"{package}/")).exists() == full, relative
     logger_yaml = (repo / package / "configs" / "logger.yaml").read_text()
@@ -299,7 +301,7 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     workdir.mkdir()
     env["WANDB_MODE"] = "disabled"
     script = (  # (one interpreter for both: each start-up imports torch and Lightning)
-        f"from {package}.cli import main\n"
+        f"from {package}.engine.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
         f"print('=== fit ===')\nmain(['fit', *{FAST!r}])\n"
     )
@@ -391,17 +393,17 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
         extra_context={**COMMON, "project_name": "Acme Vision", "logger": "tensorboard", "init_git": True},
         no_input=True,
     )
-    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
+    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
     assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
     _git(repo, "init", "--quiet")
     _git(repo, "add", "--all")
     _git(repo, "commit", "--quiet", "-m", "generated")
 
-    runs = template / "project" / "runs.py"
-    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.runs"\n')
+    runs = template / "project" / "engine" / "runs.py"
+    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.engine.runs"\n')
     _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
-    assert 'UPSTREAM = "acme_vision.runs"' in (repo / "acme_vision" / "runs.py").read_text()
+    assert 'UPSTREAM = "acme_vision.engine.runs"' in (repo / "acme_vision" / "engine" / "runs.py").read_text()
 
 
 def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
@@ -422,6 +424,6 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
             config_file=str(config),
         )
     )
-    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
+    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
     assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
     assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
