@@ -21,7 +21,15 @@ from project.engine.runs import RUN_DIR_ENV
 
 #: Libraries that the CLI imports lazily and that set warning filters when first imported: imported once
 #: here, so that the leak check below sees only what a test itself leaves behind.
-for _name in ("wandb", "requests", "tensorboard", "matplotlib.pyplot", "sklearn.metrics", "optuna", "onnxruntime"):
+for _name in (
+    "wandb",
+    "requests",
+    "tensorboard",
+    "matplotlib.pyplot",
+    "sklearn.metrics",
+    "optuna",
+    "onnxruntime",
+):
     with contextlib.suppress(ImportError):
         importlib.import_module(_name)
 
@@ -33,7 +41,9 @@ def _process_state() -> dict[str, object]:
         "warning filters": list(warnings.filters),
         "an open W&B run": getattr(wandb, "run", None),
         "signal handlers": (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)),
-        "logging levels": {name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")},
+        "logging levels": {
+            name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")
+        },
     }
 
 

@@ -306,7 +306,8 @@ class BaseDataModule(LightningDataModule):
             self.shuffle_seed = int(env) if env is not None else random.randrange(2**32)
         # the epoch of the first iterator, which Lightning creates before it calls `set_epoch` (after a
         # resume from an end-of-epoch checkpoint `current_epoch` is still the finished one here)
-        epoch = self.trainer.fit_loop.epoch_progress.current.processed if self.trainer is not None else 0
+        progress = self.trainer.fit_loop.epoch_progress.current if self.trainer is not None else None
+        epoch = int(getattr(progress, "processed", 0))
         return resumable_train_loader(dataset, self.shuffle_seed, epoch, **settings)
 
     def state_dict(self) -> dict[str, Any]:
@@ -342,4 +343,3 @@ class BaseDataModule(LightningDataModule):
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
         return self._loader(self.predict_set if self.predict_names is not None else self.test_set, "predict")
-

@@ -104,9 +104,9 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
         ]
         if carried:
             warnings.warn(
-                f"{prefix.replace('.init_args', '')[:-1]}: {class_path.rsplit('.', 1)[-1]} keeps the value of "
-                f"{old.rsplit('.', 1)[-1]} for {', '.join(carried)}. Set them explicitly if that is not what "
-                "you want.",
+                f"{prefix.replace('.init_args', '')[:-1]}: {class_path.rsplit('.', 1)[-1]} keeps the value "
+                f"of {old.rsplit('.', 1)[-1]} for {', '.join(carried)}. Set them explicitly if that is not "
+                "what you want.",
                 stacklevel=2,
             )
 
@@ -124,7 +124,8 @@ def check_links(explicit: dict[str, Any], model: LightningModule | None, datamod
         if given != value:
             raise ConfigError(
                 f"model.{target}={given!r} is linked: it is set from the DataModule's {source} "
-                f"({value!r}), so the value given would be replaced. Remove it; change the DataModule instead."
+                f"({value!r}), so the value given would be replaced. Remove it; change the DataModule "
+                "instead."
             )
 
 

@@ -32,7 +32,13 @@ from .callbacks import (
     TrainingMonitor,
     default_extra_callbacks,
 )
-from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, check_state_dict_fits, load_checkpoint
+from .checkpointing import (
+    AtomicCheckpointIO,
+    BestCheckpoint,
+    LastCheckpoint,
+    check_state_dict_fits,
+    load_checkpoint,
+)
 from .checks import (
     DATA_LINKS,
     check_links,
@@ -275,7 +281,9 @@ class ProjectCLI(CheckpointReadOnce):
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
         if self.continued:
-            keep_metrics_csv(self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+            keep_metrics_csv(
+                self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
 
     def after_fit(self) -> None:
         """Say where the run folder and the best checkpoint are."""
@@ -289,7 +297,10 @@ class ProjectCLI(CheckpointReadOnce):
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
-    "export": (f"{__package__}.commands.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "export": (
+        f"{__package__}.commands.export",
+        "write the model as ONNX/TorchScript/torch.export, check it",
+    ),
     "report": (f"{__package__}.commands.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
     "lr_find": (f"{__package__}.commands.tune", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": (f"{__package__}.commands.tune", "largest batch size that fits, and a config to use"),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-import warnings
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 

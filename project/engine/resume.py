@@ -127,7 +127,9 @@ class ExactResume(Callback):
         env = os.environ.get("PL_GLOBAL_SEED")
         return int(env) if env is not None else None
 
-    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
         """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`)."""
         if "optimizer_states" in checkpoint:  # a resume of training, not weights for evaluation
             self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])

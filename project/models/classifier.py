@@ -67,7 +67,9 @@ class ImageClassifier(BaseModule):
                 "f1": MulticlassF1Score(num_classes, average="macro", ignore_index=IGNORE_INDEX),
             }
         )
-        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)
+        super().__init__(
+            optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics
+        )
         backbone = backbone(in_channels)
         out_features = getattr(backbone, "out_features", None)
         if not isinstance(out_features, int):

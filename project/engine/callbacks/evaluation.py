@@ -36,11 +36,12 @@ def unrepeated(loader: Any, trainer: Trainer, split: str) -> Any:
             f"the {split} split has {size} sample(s), fewer than the {trainer.world_size} processes, so a "
             "process would get none. Evaluate it in one process (--trainer.devices=1) or with more data."
         )
+    shuffle = isinstance(loader.sampler, RandomSampler)
     sampler = UnrepeatedDistributedSampler(
-        loader.dataset, shuffle=isinstance(loader.sampler, RandomSampler), **trainer.distributed_sampler_kwargs
+        loader.dataset, shuffle=shuffle, **(trainer.distributed_sampler_kwargs or {})
     )
-    settings = ("num_workers", "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn")
-    settings += ("multiprocessing_context", "generator", "prefetch_factor", "persistent_workers")
+    settings = ["num_workers", "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn"]
+    settings += ["multiprocessing_context", "generator", "prefetch_factor", "persistent_workers"]
     return type(loader)(
         loader.dataset,
         batch_size=loader.batch_size,
@@ -59,12 +60,14 @@ class DistributedEvaluation(Callback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Wrap the DataModule's ``val_dataloader`` and ``test_dataloader`` (several processes only)."""
-        datamodule = trainer.datamodule
+        datamodule = trainer.datamodule  # type: ignore[attr-defined]
         if trainer.world_size < 2 or datamodule is None or not trainer.distributed_sampler_kwargs:
             return
         for name, split in (("val_dataloader", "validation"), ("test_dataloader", "test")):
             method: Callable[[], Any] = getattr(datamodule, name)
             if not getattr(method, "unrepeated", False):
-                wrapped = functools.wraps(method)(lambda method=method, split=split: unrepeated(method(), trainer, split))
+                wrapped = functools.wraps(method)(
+                    lambda method=method, split=split: unrepeated(method(), trainer, split)
+                )
                 wrapped.unrepeated = True  # type: ignore[attr-defined]
                 setattr(datamodule, name, wrapped)

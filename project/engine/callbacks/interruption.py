@@ -75,7 +75,11 @@ class GracefulInterruption(Callback):
             return
         # the run's own last.ckpt, never the folder of a ModelCheckpoint the user added
         last = next((cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)), None)  # type: ignore[attr-defined]
-        folder = Path(last.dirpath) if last is not None and last.dirpath else Path(trainer.default_root_dir) / "checkpoints"
+        folder = (
+            Path(last.dirpath)
+            if last is not None and last.dirpath
+            else Path(trainer.default_root_dir) / "checkpoints"
+        )
         path = folder / "last.ckpt"
         trainer.save_checkpoint(path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"

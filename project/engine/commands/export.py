@@ -195,9 +195,9 @@ def parity_batch(model: Any, datamodule: Any, size: int = PARITY_BATCH_SIZE) -> 
     if isinstance(example, Tensor):
         return example
     raise ConfigError(
-        f"export needs an input tensor to trace {type(model).__name__} on: a DataModule whose test_dataloader "
-        "yields (inputs, target) batches with a tensor as inputs, or the model's example_input_array "
-        "(set it in __init__, e.g. self.example_input_array = torch.zeros(2, 1, 8, 8))"
+        f"export needs an input tensor to trace {type(model).__name__} on: a DataModule whose "
+        "test_dataloader yields (inputs, target) batches with a tensor as inputs, or the model's "
+        "example_input_array (set it in __init__, e.g. self.example_input_array = torch.zeros(2, 1, 8, 8))"
     )
 
 
@@ -254,9 +254,8 @@ def main(args: list[str]) -> None:
     on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
-    from ..runs import resolve_checkpoint, run_config_of
     from ..provenance import collect, write_provenance
-    from ..runs import add_run_folder_arguments, create_run_dir
+    from ..runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_config_of
 
     parser = ArgumentParser(prog=f"python -m {PACKAGE} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")

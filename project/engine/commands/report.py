@@ -91,7 +91,12 @@ def write_report(
     logged = {key for row in rows for key in row}
 
     def stages(name: str) -> list[str]:  # train/<name> or train_<name> (a plain LightningModule's keys)
-        return [key for stage in ("train", "val") for key in (f"{stage}/{name}", f"{stage}_{name}") if key in logged]
+        return [
+            key
+            for stage in ("train", "val")
+            for key in (f"{stage}/{name}", f"{stage}_{name}")
+            if key in logged
+        ]
 
     plots = {
         "loss": (stages("loss") or ["train/loss", "val/loss"], "step", "Loss", "loss"),
