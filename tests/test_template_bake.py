@@ -630,3 +630,26 @@ def test_an_installed_repo_runs_from_an_empty_folder_under_its_own_name(tmp_path
     written = "\n".join(p.read_text() for p in (workdir / "logs").rglob("*.yaml"))
     for text in (help_text, fit, exported, written):
         assert not re.search(r"-m project\b|\bproject\.(engine|models|data)\b", text), text[:2000]
+
+
+def test_rendering_over_an_existing_repo_is_refused_before_anything_is_written(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``cookiecutter -f`` (overwrite) into an earlier render stops in the pre-generation hook, with one
+    message, and leaves every file of the existing repo as it was (it used to crash half-way through
+    the renaming, with ``project/`` back next to the renamed package)."""
+    answers = {"project_name": "Acme Vision", "examples": "minimal", "init_git": False}
+    repo = bake(tmp_path, **answers)
+    before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    config = tmp_path / "cookiecutter-config.yaml"
+    with pytest.raises(FailedHookException):
+        cookiecutter_main.cookiecutter(
+            str(REPO_ROOT),
+            no_input=True,
+            extra_context={**COMMON, **answers},
+            output_dir=str(tmp_path / "out"),
+            config_file=str(config),
+            overwrite_if_exists=True,
+        )
+    assert "exists and is not empty" in capfd.readouterr().err
+    assert {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
