@@ -237,7 +237,8 @@ def main(answers: Mapping[str, Any]) -> int:
         print(f"ERROR: generating {root.name} failed: {error} {details}".rstrip(), file=sys.stderr)
         return 1
     print(
-        f"Created {root}. Next: cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'\n"
+        f"Created {root}. Next: cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e "
+        "'.[dev]'\n"
         "Without a CUDA GPU, take torch's CPU wheels (about 200 MB instead of several GB of CUDA builds):\n"
         "  .venv/bin/pip install --extra-index-url https://download.pytorch.org/whl/cpu -e '.[dev]'"
     )
