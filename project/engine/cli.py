@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -52,7 +53,7 @@ from .checks import (
     warn_logger_switch,
     warn_replaced_by_checkpoint,
 )
-from .errors import ConfigError, ProjectError
+from .errors import ConfigError, ProjectError, first_line
 from .progress import quiet_known_noise
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
@@ -60,6 +61,7 @@ from .runs import (
     SaveConfig,
     add_run_folder_arguments,
     choose_run_dir,
+    class_of,
     finish_wandb_run,
     keep_metrics_csv,
     resolve_checkpoint,
@@ -128,10 +130,39 @@ class ProjectCLI(CheckpointReadOnce):
         self.checkpoint: dict[str, Any] | None = None
         self._environ = dict(os.environ)
         try:
-            super().__init__(args=args, run=run, **kwargs)
+            try:
+                super().__init__(args=args, run=run, **kwargs)
+            except Exception as error:
+                if type(error).__module__.split(".")[0] != "wandb":
+                    raise
+                # e.g. online without an API key or without network: W&B's own error, in one line
+                first = (str(error).strip().splitlines() or [""])[0]
+                raise ConfigError(
+                    f"W&B could not start the run ({type(error).__name__}: {first}); log in (`wandb login`) "
+                    "or log offline (WANDB_MODE=offline, the W&B preset's default)"
+                ) from error
+        except ProjectError as error:
+            if error.exit_code == 2:  # bad input: leave no half-made run behind
+                self._discard_new_run()
+            raise
         finally:
             if run:
                 self.__exit__()
+
+    def _discard_new_run(self) -> None:
+        """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
+        written their first files before the data or a setting was found bad); its W&B run is closed
+        without the hint to upload it."""
+        run_dir: Path | None = getattr(self, "run_dir", None)
+        if (
+            run_dir is None
+            or self.continued
+            or not run_dir.is_dir()
+            or any(run_dir.glob("checkpoints/**/*.ckpt"))
+        ):
+            return
+        finish_wandb_run(is_global_zero=False)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
     def __enter__(self) -> ProjectCLI:
         """``with ProjectCLI(args, run=False) as cli: cli.trainer.fit(...)``: see :meth:`__exit__`."""
@@ -229,7 +260,8 @@ class ProjectCLI(CheckpointReadOnce):
         pointed at it: a copy of the config, so ``config.yaml`` names no run folder.
 
         A class rejecting its arguments (``ValueError``, ``TypeError``, ``MisconfigurationException``,
-        e.g. ``--data.batch_size=-1``), a linked value given against its source, or a checkpoint that
+        e.g. ``--data.batch_size=-1``), a class whose package is not installed (``ImportError``, e.g. a
+        logger's), a linked value given against its source, or a checkpoint that
         does not fit the model stops with a :class:`~project.engine.errors.ConfigError` naming the
         cause, and a new run folder that is still empty is removed.
         """
@@ -253,7 +285,7 @@ class ProjectCLI(CheckpointReadOnce):
             check_model_and_trainer(self.model, self.trainer)
             if self.checkpoint is not None:
                 check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
-        except (ProjectError, ValueError, TypeError, MisconfigurationException) as error:
+        except (ProjectError, ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if not self.continued and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()
             if isinstance(error, ProjectError):
@@ -261,7 +293,8 @@ class ProjectCLI(CheckpointReadOnce):
             cause: BaseException = error
             while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
                 cause = cause.__cause__
-            raise ConfigError(f"building the run failed: {type(cause).__name__}: {cause}") from error
+            problem = logger_problem(run.trainer.logger) or f"{type(cause).__name__}: {first_line(cause)}"
+            raise ConfigError(f"building the run failed: {problem}") from error
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Build the trainer with the progress display, the provenance record, DDP-exact evaluation,
@@ -293,6 +326,19 @@ class ProjectCLI(CheckpointReadOnce):
             if best is not None and best.best_model_path:
                 score = float(best.best_model_score) if best.best_model_score is not None else float("nan")
                 print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
+
+
+def logger_problem(logger: Any) -> str | None:
+    """Why a logger of the config cannot be built (e.g. its package is not installed: jsonargparse
+    reports only that the value fits no type), found by building each one alone; ``None`` if all build."""
+    for item in logger if isinstance(logger, list) else [logger]:
+        if isinstance(item, Namespace):
+            cls = class_of(item.class_path)
+            try:
+                cls(**dict(item.get("init_args") or {}))
+            except Exception as error:
+                return f"trainer.logger {cls.__name__}: {type(error).__name__}: {first_line(error)}"
+    return None
 
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).

@@ -317,7 +317,7 @@ class SaveConfig(SaveConfigCallback):
 
 def finish_wandb_run(is_global_zero: bool = True) -> None:
     """Close the current W&B run, if any (the next run in this process starts its own); for an
-    offline run, print (on rank 0) how to upload it."""
+    offline run, print (on rank 0, ``is_global_zero``) how to upload it."""
     wandb = sys.modules.get("wandb")
     run = getattr(wandb, "run", None)
     if run is None:
