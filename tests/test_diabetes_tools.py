@@ -84,7 +84,7 @@ def test_predict_on_csv_rows_standardises_them_like_training(
     )
     with pytest.raises(SystemExit) as exit_info:
         main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv"])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2  # bad input
     err = capsys.readouterr().err
     assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err
 
