@@ -15,13 +15,13 @@ import importlib
 import os
 import shutil
 import sys
-import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
 from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
@@ -55,7 +55,7 @@ from .checks import (
     warn_replaced_by_checkpoint,
 )
 from .errors import ConfigError, ProjectError, first_line
-from .progress import quiet_known_noise
+from .progress import quiet_console
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
 from .runs import (
@@ -227,6 +227,10 @@ class ProjectCLI(CheckpointReadOnce):
             warn_carried_over(config, subparser.get_defaults())
             if config.get("ckpt_path") is not None:
                 self._apply_checkpoint(subparser, config)
+            if "verbose" in self._config() and "verbose" not in self.explicit:
+                self._config().verbose = (
+                    False  # one line of results (after_test) instead of Lightning's table
+                )
         except ProjectError as error:
             subparser.error(str(error))
 
@@ -303,7 +307,10 @@ class ProjectCLI(CheckpointReadOnce):
         trainer_config = dict(self._config(self.config_init).get("trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
-        extra = [*default_extra_callbacks(trainer_config, callbacks), Provenance(), DistributedEvaluation()]
+        shown = default_extra_callbacks(trainer_config, callbacks)
+        if any(isinstance(callback, ModelSummary) for callback in shown):
+            kwargs["enable_model_summary"] = False  # ours is there: Lightning would say it skips its own
+        extra = [*shown, Provenance(), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
         kwargs.setdefault("callbacks", [*callbacks, *extra])
@@ -318,6 +325,17 @@ class ProjectCLI(CheckpointReadOnce):
             keep_metrics_csv(
                 self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
             )
+
+    def after_validate(self) -> None:
+        """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
+        stage = "validate" if self.subcommand == "validate" else "test"
+        metrics = {
+            key: float(value) for key, value in self.trainer.callback_metrics.items() if value.numel() == 1
+        }
+        if self.trainer.is_global_zero and metrics and not self._config().get("verbose"):
+            print(f"{stage}: " + "  ".join(f"{key}={value:.4f}" for key, value in sorted(metrics.items())))
+
+    after_test = after_validate
 
     def after_fit(self) -> None:
         """Say where the run folder and the best checkpoint are."""
@@ -368,8 +386,7 @@ def main(args: ArgsType = None) -> None:
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
     """
     argv = sys.argv[1:] if args is None else args
-    with warnings.catch_warnings():  # (restored when it returns: main can run inside another program)
-        quiet_known_noise()
+    with quiet_console():
         try:
             if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
                 module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])

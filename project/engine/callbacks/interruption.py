@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import logging
 import signal
+import sys
 import threading
 from pathlib import Path
 from types import FrameType
@@ -15,8 +15,6 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from ..checkpointing import LastCheckpoint
 from ..errors import TrainingInterrupted
 
-log = logging.getLogger(__name__)
-
 
 class GracefulInterruption(Callback):
     """Turn SIGINT and SIGTERM during ``fit`` into a clean stop that keeps the progress.
@@ -24,8 +22,9 @@ class GracefulInterruption(Callback):
     SIGINT sets a flag that is acted on at the end of the current training batch (a second Ctrl-C
     interrupts at once, as usual); SIGTERM is handled the same way by Lightning's own signal
     connector. Either way the weights are consistent (a whole optimizer step is done), a checkpoint is
-    written atomically as ``checkpoints/last.ckpt`` of the run, the command says how to resume
-    (``--ckpt_path last``) and exits with 130 (SIGINT) or 143 (SIGTERM). With several processes the
+    written atomically as ``checkpoints/last.ckpt`` of the run, the command says in one line where it
+    stopped (the epoch counted from 1, as the progress lines count) and how to resume (``--ckpt_path
+    last``), and exits with 130 (SIGINT) or 143 (SIGTERM). With several processes the
     flag is agreed across ranks (one all-reduce of a bool per step) so all stop at the same step.
 
     Args:
@@ -41,8 +40,7 @@ class GracefulInterruption(Callback):
         if self.requested is not None:  # second Ctrl-C: give up waiting
             signal.signal(signal.SIGINT, self._previous_handler or signal.default_int_handler)
             raise KeyboardInterrupt
-        self.requested = signum
-        log.warning("SIGINT received: stopping after this training batch (press Ctrl-C again to abort)")
+        self.requested = signum  # (the one message comes when the run has stopped and saved)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Install the SIGINT handler (main thread only)."""
@@ -81,14 +79,15 @@ class GracefulInterruption(Callback):
             else Path(trainer.default_root_dir) / "checkpoints"
         )
         path = folder / "last.ckpt"
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path, weights_only=False)  # (a full, resumable checkpoint)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
-        where = f"global step {trainer.global_step} (epoch {trainer.current_epoch})"
+        epochs = f"/{trainer.max_epochs}" if trainer.max_epochs is not None and trainer.max_epochs > 0 else ""
+        message = (
+            f"interrupted by {name} in epoch {trainer.current_epoch + 1}{epochs} (step "
+            f"{trainer.global_step}); saved a resumable checkpoint, {path}: resume with the same command "
+            "plus --ckpt_path last"
+        )
         if isinstance(exception, TrainingInterrupted):
-            exception.args = (f"interrupted by {name} at {where}; saved a resumable checkpoint to {path}",)
-        if trainer.is_global_zero:
-            print(
-                f"\nInterrupted by {name} at {where}. Saved a resumable checkpoint: {path}\n"
-                "Resume with the same command plus: --ckpt_path last",
-                flush=True,
-            )
+            exception.args = (message,)  # printed as the command's one error line
+        elif trainer.is_global_zero:  # (SIGTERM ends the command without an error line of its own)
+            print(f"error: {message}", file=sys.stderr, flush=True)
