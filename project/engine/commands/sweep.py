@@ -65,10 +65,12 @@ STORAGE = 'use sqlite:///FILE.db or postgresql://USER:PASSWORD@HOST:5432/DB (pip
 class Objective:
     """A trial's value.
 
+    (These docstrings are the help of ``sweep --help``, hence plain text.)
+
     Args:
         metric: A logged metric; its value at the end of the trial counts (default:
-            ``<checkpoint.monitor>_best``, e.g. ``val/acc_best``).
-        direction: ``maximize`` or ``minimize`` it (default: from ``checkpoint.mode``).
+            <checkpoint.monitor>_best, e.g. val/acc_best).
+        direction: maximize or minimize it (default: from checkpoint.mode).
     """
 
     metric: str | None = None
@@ -80,16 +82,16 @@ class SweepOptions:
     """The sweep's own settings; every other option is a fit option of all trials.
 
     Args:
-        search_space: Config key (``init_args`` may be left out) -> distribution ``{type: float|int|
-            categorical, **the fields of Optuna's class}``, e.g. ``{type: float, low: 1.0e-4, high:
-            1.0e-2, log: true}``, ``{type: categorical, choices: [16, 32]}``.
+        search_space: Config key (init_args may be left out) -> distribution {type: float|int|categorical,
+            ...the fields of Optuna's class}, e.g. {type: float, low: 1.0e-4, high: 1.0e-2, log: true},
+            {type: categorical, choices: [16, 32]}.
         objective: The logged metric whose value at a trial's end is the trial's value, and its direction.
-        sampler: ``{class_path: NAME, init_args: {...}}`` of an ``optuna.samplers`` class (or import path).
-        pruner: ``{class_path: NAME, init_args: {...}}`` of an ``optuna.pruners`` class; null: none.
-        enqueue_trials: ``{config key: value}`` sets to run first (keys of ``search_space``).
+        sampler: {class_path: NAME, init_args: {...}} of a class in optuna.samplers (or an import path).
+        pruner: {class_path: NAME, init_args: {...}} of a class in optuna.pruners; null: no pruning.
+        enqueue_trials: {config key: value} sets to run first (keys of search_space).
         n_trials: Finished (complete or pruned) trials the study should have.
-        study_name: The study's name (default: the first ``--config`` file's name without ``.yaml``).
-        storage: Optuna storage URL (default: ``sqlite:///<logs_dir>/<study>_sweep/optuna.db``).
+        study_name: The study's name (default: the first --config file's name without .yaml).
+        storage: Optuna storage URL (default: sqlite:///<logs_dir>/<study>_sweep/optuna.db).
         timeout: Start no trial after this many seconds.
         heartbeat_interval: Seconds between a running trial's heartbeats; a trial without one for twice
             as long (its worker was killed) is failed by the next worker, and a new trial replaces it.
