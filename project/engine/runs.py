@@ -281,15 +281,18 @@ class SaveConfig(SaveConfigCallback):
 
     The run folder is never in the config (the loggers and checkpoints are pointed at it when they are
     built), and a fit's :data:`RUN_KEYS` are saved as null, so ``fit --config <run>/config.yaml``
-    repeats the experiment in a new run. A continued run (``fit --ckpt_path`` into its own folder) keeps
-    the first ``config.yaml`` and saves its own as ``config.resume-<n>.yaml``.
+    repeats the experiment in a new run; so are those of a run built without a subcommand
+    (``ProjectCLI(run=False)``: a sweep's trial, a tuner). A continued run (``fit --ckpt_path`` into
+    its own folder) keeps the first ``config.yaml`` and saves its own as ``config.resume-<n>.yaml``.
     """
 
     def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
         portable = config.clone()
-        if parser.prog.split()[-1:] == ["fit"]:  # (the subcommand parser's name ends with it)
+        # (a subcommand parser's name ends with the subcommand)
+        if parser.prog.split()[-1] not in ("validate", "test", "predict"):
             for key in RUN_KEYS:
-                portable[key] = None
+                if key in portable:
+                    portable[key] = None
         super().__init__(parser, portable, *args, **kwargs)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
