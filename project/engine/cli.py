@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jsonargparse import Namespace
+import lightning
+from jsonargparse import ActionConfigFile, Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
@@ -32,12 +33,18 @@ from .callbacks import (
     TrainingMonitor,
     default_extra_callbacks,
 )
-from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, check_state_dict_fits, load_checkpoint
+from .checkpointing import (
+    AtomicCheckpointIO,
+    BestCheckpoint,
+    LastCheckpoint,
+    check_state_dict_fits,
+    load_checkpoint,
+)
 from .checks import (
     DATA_LINKS,
     check_links,
     check_model_and_trainer,
-    check_removed_groups,
+    check_removed_keys,
     check_saved_model,
     check_sync_batchnorm,
     check_wandb_log_model,
@@ -71,6 +78,33 @@ CONFIG_FILES = [
     ENGINE_DIR.parent / "configs" / "default.yaml",
     ENGINE_DIR.parent / "configs" / "logger.yaml",
 ]
+
+
+class ConfigFile(ActionConfigFile):
+    """``--config FILE``: a file written for an older version of the template is refused with one line
+    naming the change (:func:`~project.engine.checks.check_removed_keys`); before the subcommand any
+    file is refused (jsonargparse would read only a section named after the subcommand there)."""
+
+    before_subcommand = False
+
+    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
+        """Check ``values`` (the file), then let jsonargparse read it."""
+        if self.before_subcommand:
+            parser.error(
+                f"--config {values} comes before the subcommand; put it after: "
+                f"python -m {PACKAGE} fit --config {values}"
+            )
+        try:
+            check_removed_keys(values)
+        except ConfigError as error:
+            parser.error(str(error))
+        super().__call__(parser, cfg, values, option_string)
+
+
+class ConfigBeforeSubcommand(ConfigFile):
+    """The main parser's ``--config`` when the CLI runs a subcommand (see :class:`ConfigFile`)."""
+
+    before_subcommand = True
 
 
 class ProjectCLI(CheckpointReadOnce):
@@ -120,6 +154,7 @@ class ProjectCLI(CheckpointReadOnce):
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
+        self.runs_subcommand = run
         environ = dict(os.environ)
         try:
             super().__init__(args=args, run=run, **kwargs)
@@ -128,6 +163,17 @@ class ProjectCLI(CheckpointReadOnce):
                 os.environ.clear()
                 os.environ.update(environ)
                 finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
+        kwargs.setdefault("dump_header", [f"lightning.pytorch=={lightning.__version__}"])
+        parser = self.parser_class(**kwargs)
+        first = not hasattr(self, "parser")  # LightningCLI builds the main parser first
+        action = ConfigBeforeSubcommand if self.runs_subcommand and first else ConfigFile
+        parser.add_argument(
+            "-c", "--config", action=action, help="Path to a configuration file in yaml format."
+        )
+        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, the engine's callbacks and the data links."""
@@ -164,14 +210,8 @@ class ProjectCLI(CheckpointReadOnce):
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         subparser = self._subcommand_parsers[subcommand] if subcommand else parser
-        if subcommand and self.config.get("config"):
-            parser.error(
-                f"--config comes before the subcommand {subcommand!r}, where it is not read; put it after: "
-                f"python -m {PACKAGE} {subcommand} --config FILE"
-            )
         config = self._config()
         try:
-            check_removed_groups(config.get("config") or [])
             check_sync_batchnorm(config.trainer)
             check_wandb_log_model(config.trainer.logger)
             self.explicit = explicit_values(config, subparser.get_defaults())
@@ -264,7 +304,9 @@ class ProjectCLI(CheckpointReadOnce):
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
         if self.continued:
-            keep_metrics_csv(self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+            keep_metrics_csv(
+                self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
 
     def after_fit(self) -> None:
         """Say where the run folder and the best checkpoint are."""
@@ -278,7 +320,10 @@ class ProjectCLI(CheckpointReadOnce):
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
-    "export": (f"{__package__}.commands.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "export": (
+        f"{__package__}.commands.export",
+        "write the model as ONNX/TorchScript/torch.export, check it",
+    ),
     "report": (f"{__package__}.commands.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
     "lr_find": (f"{__package__}.commands.tune", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": (f"{__package__}.commands.tune", "largest batch size that fits, and a config to use"),
