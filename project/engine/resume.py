@@ -127,7 +127,9 @@ class ExactResume(Callback):
         env = os.environ.get("PL_GLOBAL_SEED")
         return int(env) if env is not None else None
 
-    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
         """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`)."""
         if "optimizer_states" in checkpoint:  # a resume of training, not weights for evaluation
             self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
@@ -149,7 +151,10 @@ class ExactResume(Callback):
         checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
         previous epoch's last batch its seeds and its own iterator."""
         fit_loop = trainer.fit_loop
-        if fit_loop._combined_loader_states_to_load and fit_loop._combined_loader is not None:
+        # only a restart inside an epoch loads loader state (Lightning does not after a finished epoch,
+        # and a second iterator there would shuffle the next epoch anew)
+        missed = fit_loop.restarting and fit_loop._combined_loader_states_to_load
+        if missed and fit_loop._combined_loader is not None:
             fit_loop._load_combined_loader_states()  # Lightning #20550 (see the class docstring)
             iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
         self._align_step = trainer.ckpt_path is not None
