@@ -155,10 +155,11 @@ def best_checkpoint_of(last: Path) -> Path:
             "pass the checkpoint's path"
         )
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+    # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint; only
+    # there, so that a ModelCheckpoint the user added is never taken when the run has no best yet)
+    prefix = "BestCheckpoint" if any(key.startswith("BestCheckpoint") for key in state) else "ModelCheckpoint"
     records = [
         value
-        # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint)
-        for prefix in ("BestCheckpoint", "ModelCheckpoint")
         for key, value in state.items()
         if key.startswith(prefix) and value.get("monitor") and value.get("best_model_path")
     ]
