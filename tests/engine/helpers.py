@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -289,3 +291,16 @@ class ColorImages(TinyImages):
                 split.dataset = colored
             else:
                 setattr(self, name, colored)
+
+
+class SignalAt(Callback):
+    """Send this process SIGINT (as Ctrl-C does) at the end of training batch ``batch`` of ``epoch``."""
+
+    def __init__(self, epoch: int = 0, batch: int = 0) -> None:
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
+            os.kill(os.getpid(), signal.SIGINT)

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import sklearn  # noqa: F401  (its first import sets KMP_* variables: here, before any test's leak check)
 from fixture_task import CONFIG
 
 from project.engine.cli import ENGINE_DIR, ProjectCLI, main
