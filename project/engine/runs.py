@@ -318,15 +318,19 @@ class SaveConfig(SaveConfigCallback):
 
 def finish_wandb_run(is_global_zero: bool = True) -> None:
     """Close the current W&B run, if any (the next run in this process starts its own); for an
-    offline run, print (on rank 0) how to upload it."""
+    offline run, print (on rank 0) the one ``wandb sync`` command that uploads it: every offline part of
+    this W&B run (a continued run adds one per ``fit --ckpt_path``), oldest first, which ``wandb sync``
+    uploads in that order as one run."""
     wandb = sys.modules.get("wandb")
     run = getattr(wandb, "run", None)
     if run is None:
         return
-    offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
+    offline, sync_dir, run_id = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None), run.id
     run.finish()
     if offline and sync_dir and is_global_zero:
-        print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
+        folder = Path(sync_dir)
+        parts = sorted(folder.parent.glob(f"offline-run-*-{run_id}")) or [folder]
+        print(f"W&B run saved offline; upload it with: wandb sync {' '.join(map(str, parts))}")
 
 
 def saved_classes(checkpoint: dict[str, Any]) -> dict[str, Any]:
