@@ -14,7 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import sklearn  # noqa: F401  (its first import sets KMP_* variables: here, before any test's leak check)
+
+# first imports that change process-wide state, here before any test's leak check: scikit-learn sets KMP_*
+# variables (report), requests/urllib3 add warning filters (W&B)
+import requests  # noqa: F401
+import sklearn  # noqa: F401
 from fixture_task import CONFIG
 
 from project.engine.cli import ENGINE_DIR, ProjectCLI, main
