@@ -348,7 +348,12 @@ def main(args: ArgsType = None) -> None:
     try:
         if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
             module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
-            module.main([str(arg) for arg in argv])
+            environ = dict(os.environ)
+            try:
+                module.main([str(arg) for arg in argv])
+            finally:  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
+                os.environ.clear()
+                os.environ.update(environ)
             return
         ProjectCLI(args=args)
     except ProjectError as error:
