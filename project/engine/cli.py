@@ -64,6 +64,7 @@ from .runs import (
     finish_wandb_run,
     keep_metrics_csv,
     resolve_checkpoint,
+    run_dir_of,
     run_logger_config,
     saved_classes,
     wandb_id_of,
@@ -229,7 +230,7 @@ class ProjectCLI(CheckpointReadOnce):
         ckpt_path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
         self.checkpoint = load_checkpoint(ckpt_path, weights_only=config.get("weights_only"))
         print(f"--ckpt_path: {ckpt_path}")
-        saved = saved_classes(self.checkpoint)
+        saved = saved_classes(self.checkpoint, run_dir_of(ckpt_path))
         if "model" in saved:
             check_saved_model(saved["model"], self.config.get("subcommand"), ckpt_path)
         chosen = self.explicit.get("data.class_path")
