@@ -32,7 +32,9 @@ def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.
         assert printed["trainer"][key] == value, key
     assert printed["seed_everything"] == default["seed_everything"]
     assert printed["trainer"]["logger"]["class_path"] == logger["trainer"]["logger"]["class_path"]
-    assert printed["model"]["class_path"] == default["model"]["class_path"] == "project.models.ImageClassifier"
+    assert (
+        printed["model"]["class_path"] == default["model"]["class_path"] == "project.models.ImageClassifier"
+    )
     assert printed["data"]["class_path"] == default["data"]["class_path"] == "project.data.DigitsDataModule"
     assert printed["checkpoint"]["monitor"] == default["checkpoint"]["monitor"] == "val/acc"
     assert printed["checkpoint"]["mode"] == "max"
@@ -40,7 +42,9 @@ def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.
 
 
 @pytest.mark.slow
-def test_the_default_fit_then_test_best_reaches_097(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_default_fit_then_test_best_reaches_097(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The README's promise, as written: the default run, the best checkpoint's test, a prediction."""
     quiet = ["--trainer.enable_progress_bar=false"]
     assert "Best checkpoint (val/acc=" in run(["fit", *quiet], capsys)
