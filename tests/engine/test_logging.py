@@ -171,9 +171,15 @@ def test_metrics_csv_holds_every_logged_key(run_cli: RunCLI) -> None:
 
 
 def test_plain_progress_lines_and_model_summary_when_stdout_is_not_a_terminal(
-    run_cli: RunCLI, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    run_cli: RunCLI,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     args = [a for a in FAST if "progress_bar" not in a and "model_summary" not in a]
+    # Lightning's logger does not propagate when imported before logging is set up (pytest < 9 does not
+    # look at such loggers)
+    monkeypatch.setattr(logging.getLogger("lightning.pytorch"), "propagate", True)
     caplog.set_level(logging.INFO)
     cli = run_cli("fit", *args, "--trainer.max_epochs=2", fast=False)  # pytest's stdout is no terminal
     assert isinstance(cli.trainer.progress_bar_callback, LineProgressBar)
