@@ -151,9 +151,15 @@ class ExactResume(Callback):
         checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
         previous epoch's last batch its seeds and its own iterator."""
         fit_loop = trainer.fit_loop
-        if fit_loop._combined_loader_states_to_load and fit_loop._combined_loader is not None:
-            fit_loop._load_combined_loader_states()  # Lightning #20550 (see the class docstring)
+        # Lightning #20550: a loader built before the restore (the model asked for the step count in
+        # configure_optimizers) missed the checkpoint's loader state and epoch (see the class docstring)
+        built_early = bool(fit_loop._combined_loader_states_to_load) and fit_loop._combined_loader is not None
+        if built_early and fit_loop.restarting:
+            fit_loop._load_combined_loader_states()  # the interrupted epoch continues where it was
             iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
+        elif built_early:
+            fit_loop._combined_loader_states_to_load = []  # a finished epoch: the next starts afresh
+            self._new_epoch_iterator(trainer)
         self._align_step = trainer.ckpt_path is not None
         state, self._resume_state = self._resume_state, None
         if state is None:
@@ -164,10 +170,15 @@ class ExactResume(Callback):
             # Saved in on_train_batch_end of its epoch's last batch: Lightning (2.6) counts that epoch as
             # done and runs the next one without its on_train_epoch_start and without a new iterator.
             self.on_train_epoch_start(trainer, pl_module)
-            sampler = getattr(trainer.train_dataloader, "sampler", None)
-            if callable(getattr(sampler, "set_epoch", None)):
-                sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
-            iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
+            self._new_epoch_iterator(trainer)
+
+    @staticmethod
+    def _new_epoch_iterator(trainer: Trainer) -> None:
+        """Give the training loader a new iterator for ``current_epoch`` (its sampler's epoch set first)."""
+        sampler = getattr(trainer.train_dataloader, "sampler", None)
+        if callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
+        iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
 
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int

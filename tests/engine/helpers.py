@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from fixture_task import TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
-
-from fixture_task import TinyClassifier, TinyImages
 
 from project.engine import Transformed
 
@@ -272,3 +273,34 @@ class CountTestSamples(Callback):
         folder = Path(trainer.log_dir or ".")  # log_dir broadcasts: every rank must ask for it
         if trainer.is_global_zero:
             (folder / "test_samples.txt").write_text(f"{int(total)}\n")
+
+
+class ColorImages(TinyImages):
+    """The tiny images with 3 channels, ``[3, 8, 8]`` (``dims[0]`` is 3): the gray image in each."""
+
+    dims = (3, 8, 8)
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        for name in ("train_set", "val_set", "test_set"):
+            split = getattr(self, name)
+            inner = split.dataset if isinstance(split, Transformed) else split
+            images, labels = inner.tensors
+            colored = TensorDataset(images.expand(-1, 3, -1, -1).contiguous(), labels)
+            if isinstance(split, Transformed):
+                split.dataset = colored
+            else:
+                setattr(self, name, colored)
+
+
+class SignalAt(Callback):
+    """Send this process SIGINT (as Ctrl-C does) at the end of training batch ``batch`` of ``epoch``."""
+
+    def __init__(self, epoch: int = 0, batch: int = 0) -> None:
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
+            os.kill(os.getpid(), signal.SIGINT)

@@ -8,10 +8,17 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+# first imports that change process-wide state, here before any test's leak check: scikit-learn sets KMP_*
+# variables (report), requests/urllib3 add warning filters (W&B)
+import requests  # noqa: F401
+import sklearn  # noqa: F401
 from fixture_task import CONFIG
 
 from project.engine.cli import ENGINE_DIR, ProjectCLI, main
@@ -23,7 +30,14 @@ ENGINE_TESTS = Path(__file__).resolve().parent
 #: The engine tests' default config files: the engine's defaults, then the fixture experiment.
 CONFIG_FILES = [ENGINE_DIR / "defaults.yaml", CONFIG]
 #: The fixture task's classes by their class_path.
-TINY, PLAIN_MODEL, PLAIN_DATA = "fixture_task.TinyClassifier", "fixture_task.PlainClassifier", "fixture_task.PlainData"
+TINY, PLAIN_MODEL, PLAIN_DATA = (
+    "fixture_task.TinyClassifier",
+    "fixture_task.PlainClassifier",
+    "fixture_task.PlainData",
+)
+
+#: The type of the ``run_cli`` fixture (tests/engine/conftest.py).
+RunCLI = Callable[..., ProjectCLI]
 
 #: Overrides that make a fit take a second: two train batches, one val batch, no progress bar.
 FAST = [
@@ -65,6 +79,32 @@ def run_module(
     if check and result.returncode != 0:
         raise AssertionError(f"exit {result.returncode}\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr}")
     return result
+
+
+@contextmanager
+def kept_environ() -> Iterator[None]:
+    """Put ``os.environ`` back as it was afterwards: ``ProjectCLI(run=False)`` leaves the seed's and the
+    run folder's variables set for the caller's ``trainer.fit``."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def run_main(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``main(args)`` in-process, as ``python -m <package> ARGS`` would (the warning filters it sets
+    for its process undone); returns ``(exit code, stdout, stderr)``."""
+    capsys.readouterr()
+    code: int | str | None = 0
+    with warnings.catch_warnings():
+        try:
+            main(list(args))
+        except SystemExit as exit:
+            code = exit.code
+    out, err = capsys.readouterr()
+    return (code if isinstance(code, int) else int(code is not None)), out, err
 
 
 def run_dirs(logs: Path) -> list[Path]:
