@@ -98,7 +98,8 @@ class ExactResume(Callback):
     - A model that reads ``trainer.estimated_stepping_batches`` in ``configure_optimizers`` (the usual
       ``OneCycleLR`` recipe) makes Lightning build the training loader before the checkpoint's loader
       state is restored (Lightning #20550): that state is loaded here instead, so the interrupted
-      epoch continues with the batches it had left.
+      epoch continues with the batches it had left, and an epoch that starts at the checkpoint gets
+      its own order (the early loader was shuffled for epoch 0).
     - A resume must continue the run's LR schedule: a checkpoint with another number of LR schedulers
       than the model now configures (e.g. saved without one) stops with a :class:`ConfigError`
       instead of silently restarting the schedule (a warmup that starts again).
@@ -127,7 +128,9 @@ class ExactResume(Callback):
         env = os.environ.get("PL_GLOBAL_SEED")
         return int(env) if env is not None else None
 
-    def on_load_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+    def on_load_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
         """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`)."""
         if "optimizer_states" in checkpoint:  # a resume of training, not weights for evaluation
             self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
@@ -146,23 +149,27 @@ class ExactResume(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """In a resumed run: load loader state a too-early ``setup_data`` missed, restore the
-        checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
-        previous epoch's last batch its seeds and its own iterator."""
+        checkpoint's generator states, and give an epoch that starts right after the checkpoint its
+        seeds and its own iterator."""
         fit_loop = trainer.fit_loop
+        new_epoch = False
         if fit_loop._combined_loader_states_to_load and fit_loop._combined_loader is not None:
             fit_loop._load_combined_loader_states()  # Lightning #20550 (see the class docstring)
             iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
         self._align_step = trainer.ckpt_path is not None
         state, self._resume_state = self._resume_state, None
-        if state is None:
-            return
-        set_rng_states(state["rng_states"])
-        epoch, last_batch = state.get("batch", (0, False))
-        if last_batch and trainer.current_epoch > epoch:
+        if state is not None:
+            set_rng_states(state["rng_states"])
+            epoch, last_batch = state.get("batch", (0, False))
             # Saved in on_train_batch_end of its epoch's last batch: Lightning (2.6) counts that epoch as
             # done and runs the next one without its on_train_epoch_start and without a new iterator.
-            self.on_train_epoch_start(trainer, pl_module)
-            sampler = getattr(trainer.train_dataloader, "sampler", None)
+            new_epoch = last_batch and trainer.current_epoch > epoch
+            if new_epoch:
+                self.on_train_epoch_start(trainer, pl_module)
+        sampler = getattr(trainer.train_dataloader, "sampler", None)
+        if not fit_loop.restarting and getattr(sampler, "epoch", None) not in (None, trainer.current_epoch):
+            new_epoch = True  # an epoch boundary, and the loader was built before the restore (#20550)
+        if new_epoch:
             if callable(getattr(sampler, "set_epoch", None)):
                 sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
             iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
