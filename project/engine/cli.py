@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -299,15 +300,16 @@ def main(args: ArgsType = None) -> None:
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
     """
     argv = sys.argv[1:] if args is None else args
-    quiet_known_noise()
-    try:
-        if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
-            module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
-            module.main([str(arg) for arg in argv])
-            return
-        ProjectCLI(args=args)
-    except ProjectError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        sys.exit(error.exit_code)
-    except SIGTERMException:
-        sys.exit(143)
+    with warnings.catch_warnings():  # the quieted warnings are this command's: a caller keeps its filters
+        quiet_known_noise()
+        try:
+            if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
+                module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
+                module.main([str(arg) for arg in argv])
+                return
+            ProjectCLI(args=args)
+        except ProjectError as error:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+            sys.exit(error.exit_code)
+        except SIGTERMException:
+            sys.exit(143)
