@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from fixture_task import TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
-
-from fixture_task import TinyClassifier, TinyImages
 
 from project.engine import Transformed
 
@@ -272,3 +271,16 @@ class CountTestSamples(Callback):
         folder = Path(trainer.log_dir or ".")  # log_dir broadcasts: every rank must ask for it
         if trainer.is_global_zero:
             (folder / "test_samples.txt").write_text(f"{int(total)}\n")
+
+
+class OneCycleClassifier(TinyClassifier):
+    """The usual OneCycleLR recipe: ``configure_optimizers`` sizes the schedule with
+    ``self.trainer.estimated_stepping_batches``, which makes Lightning build the training loader before
+    a checkpoint's loader state is restored (Lightning #20550)."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
