@@ -14,7 +14,7 @@ from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
 
-from project.engine import Transformed
+from project.engine import BaseDataModule, Transformed
 
 
 class RecordingSGD(torch.optim.SGD):
@@ -241,11 +241,15 @@ class ManualClassifier(TinyClassifier):
 
 
 class FewerClassesImages(TinyImages):
-    """Declares 3 classes (so the linked model has a 3-way head) but keeps the labels 0..3."""
+    """Declares 3 classes (so the linked model has a 3-way head) but its training labels are 0..3."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.num_classes = 3
+        super().__init__(**{**kwargs, "num_classes": 3})  # in its hparams too, as the linked model's
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        assert isinstance(self.train_set, Transformed)
+        self.train_set.dataset.tensors[1][::4] = 3  # type: ignore[attr-defined]
 
 
 class CountTestSamples(Callback):
@@ -284,3 +288,21 @@ class OneCycleClassifier(TinyClassifier):
         scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+
+class LinearBackbone(torch.nn.Module):
+    """Flatten, one linear layer and ReLU: no BatchNorm and no dropout, so a sample's gradient does not
+    depend on the other samples of its batch (``[B, C, 8, 8]`` -> ``[B, 16]``)."""
+
+    def __init__(self, in_channels: int = 1) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(in_channels * 64, 16)
+        self.out_features = 16
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.linear(x.flatten(1)))
+
+
+class NoPredictImages(TinyImages):
+    """The tiny images without a reader for new inputs (BaseDataModule's default ``read_predict_inputs``)."""
+
+    read_predict_inputs = BaseDataModule.read_predict_inputs
