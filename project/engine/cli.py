@@ -22,6 +22,7 @@ from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from .callbacks import (
@@ -47,7 +48,7 @@ from .checks import (
     warn_logger_switch,
     warn_replaced_by_checkpoint,
 )
-from .errors import ConfigError, ProjectError
+from .errors import ConfigError, ProjectError, TrainingInterrupted
 from .progress import quiet_known_noise
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
@@ -298,6 +299,12 @@ def main(args: ArgsType = None) -> None:
     subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
     health check, interruption) is printed as one ``error:`` line without a traceback, and the process
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
+
+    With several processes (DDP), a stop that every process makes alike (a
+    :class:`~project.engine.errors.ConfigError`, which comes from the config they share, or an
+    interruption, which they agree on) is reported by rank 0 alone; the other processes end quietly
+    with exit code 0, so that Lightning's launcher, which kills rank 0 as soon as another process
+    fails, lets rank 0 report it and exit with its code.
     """
     argv = sys.argv[1:] if args is None else args
     with warnings.catch_warnings():  # the quieted warnings are this command's: a caller keeps its filters
@@ -308,8 +315,11 @@ def main(args: ArgsType = None) -> None:
                 module.main([str(arg) for arg in argv])
                 return
             ProjectCLI(args=args)
-        except ProjectError as error:
+        except (ProjectError, SIGTERMException) as error:
+            shared = isinstance(error, (ConfigError, TrainingInterrupted, SIGTERMException))
+            if shared and getattr(rank_zero_only, "rank", 0) > 0:
+                sys.exit(0)  # rank 0 reports it (see above)
+            if isinstance(error, SIGTERMException):
+                sys.exit(143)
             print(f"error: {error}", file=sys.stderr, flush=True)
             sys.exit(error.exit_code)
-        except SIGTERMException:
-            sys.exit(143)
