@@ -35,6 +35,7 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
+    ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
 )
 
 
@@ -73,6 +74,24 @@ def set_rng_states(states: dict[str, Any]) -> None:
     torch.set_rng_state(states["torch"])
     if "torch.cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["torch.cuda"])
+
+
+def synced_logs(trainer: Trainer) -> list[str]:
+    """Names of the values the running loop's model logged with ``self.log(..., sync_dist=True)`` as a
+    mean (the default ``reduce_fx``) or on every step, from the private ``trainer._results``: under
+    DDP, Lightning averages such a value over the processes with their sample counts rounded, and
+    syncs an ``on_step`` one in every step. Values logged as torchmetrics ``Metric`` objects are not
+    listed (they sync their own states exactly)."""
+    results = trainer._results
+    return sorted(
+        {
+            metric.meta.name
+            for metric in (results or {}).values()
+            if metric.is_tensor
+            and metric.meta.sync.should
+            and (metric.meta.on_step or metric.meta.is_mean_reduction)
+        }
+    )
 
 
 class CheckpointReadOnce(LightningCLI):
