@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -195,8 +197,6 @@ class SlowDown(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        import time
-
         time.sleep(self.seconds)
 
 
@@ -306,3 +306,30 @@ class NoPredictImages(TinyImages):
     """The tiny images without a reader for new inputs (BaseDataModule's default ``read_predict_inputs``)."""
 
     read_predict_inputs = BaseDataModule.read_predict_inputs
+
+
+class SyncDistClassifier(TinyClassifier):
+    """Also logs ``test/synced_loss`` with ``self.log(..., sync_dist=True)`` in every test step, as
+    Lightning's docs suggest for DDP (``on_step`` too when ``on_step`` is true)."""
+
+    def __init__(self, on_step: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_step = on_step
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        super().test_step(batch, batch_idx)
+        loss = self.compute_loss(self(batch[0]), batch[1])
+        self.log("test/synced_loss", loss, on_step=self.on_step, on_epoch=True, sync_dist=True)
+
+
+class BlockedTestClassifier(TinyClassifier):
+    """A hang inside C code: in its first test step rank 0 waits in a collective operation (a barrier)
+    that the other processes never join (they sleep). Each process first writes its pid to
+    ``test_step_rank<rank>`` in the working directory."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        Path(f"test_step_rank{self.global_rank}").write_text(str(os.getpid()))
+        if self.global_rank == 0:
+            torch.distributed.barrier()
+        else:
+            time.sleep(600)
