@@ -56,7 +56,7 @@ def test_predict_on_a_folder_of_digit_pngs_classifies_them(run_cli: RunCLI, work
     # the files were converted as the data (up to the PNGs' 8-bit rounding): the same probabilities
     # as on the dataset's own tensors
     model = load_model(fit.run_dir / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
-    normalize = fit.datamodule.normalize  # type: ignore[attr-defined]
+    normalize = fit.datamodule.normalize
     images = torch.tensor(load_digits().images[:20], dtype=torch.float32).unsqueeze(1) / 16
     with torch.no_grad():
         expected = torch.softmax(model(normalize(images)), dim=-1)

@@ -249,7 +249,7 @@ class FewerClassesImages(TinyImages):
     def setup(self, stage: str | None = None) -> None:
         super().setup(stage)
         assert isinstance(self.train_set, Transformed)
-        self.train_set.dataset.tensors[1][::4] = 3  # type: ignore[attr-defined]
+        self.train_set.dataset.tensors[1][::4] = 3
 
 
 class CountTestSamples(Callback):

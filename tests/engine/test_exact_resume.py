@@ -162,10 +162,10 @@ def test_the_training_loader_is_stateful_quiet_and_ordered_by_seed_and_epoch() -
         loader = data.train_dataloader()
     assert not [w for w in caught if "set_vital" in str(w.message)], "torchdata's warning reaches the user"
     first = next(iter(loader))[1]
-    assert callable(loader.state_dict) and callable(loader.load_state_dict)  # type: ignore[attr-defined]
-    loader.sampler.set_epoch(1)  # type: ignore[attr-defined]
+    assert callable(loader.state_dict) and callable(loader.load_state_dict)
+    loader.sampler.set_epoch(1)
     assert not torch.equal(next(iter(loader))[1], first), "each epoch has its own order"
-    loader.sampler.set_epoch(0)  # type: ignore[attr-defined]
+    loader.sampler.set_epoch(0)
     assert torch.equal(next(iter(loader))[1], first), "and the same epoch the same order"
     # the seed travels in checkpoints through the DataModule's state
     other = TinyImages(batch_size=16, noise=0.0)

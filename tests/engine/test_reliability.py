@@ -78,10 +78,10 @@ def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> Non
     check = HealthCheck(disable=["label_range", "label_shape"])
     padded, mask, lengths = pad_sequences([torch.ones(3, 1), torch.ones(1, 1)])  # NaN padding
     assert torch.isnan(padded).any()
-    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]
+    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
     padded[0, 1, 0] = float("nan")  # a NaN inside the real data
     with pytest.raises(HealthCheckError, match="1 NaN and 0 Inf values outside the padding mask"):
-        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]
+        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
 
 
 # ---------------------------------------------------------------------------------- bad config

@@ -37,7 +37,7 @@ def test_warmup_cosine_closed_form() -> None:
         ({"min_lr_factor": 2.0}, "min_lr_factor=2.0"),
     ]:
         with pytest.raises(ValueError, match=named):
-            WarmupCosineLR(optimizer, total_steps=10, **bad)  # type: ignore[arg-type]
+            WarmupCosineLR(optimizer, total_steps=10, **bad)
 
 
 def test_warmup_cosine_in_a_run_follows_optimizer_steps_not_batches(run_cli: RunCLI) -> None:
