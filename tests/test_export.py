@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import FAST, RunCLI, fit_with_batch_size_1, quantized_export_line, run_module
-
-from project import export
 from project.cli import ProjectCLI, main
 from project.loading import load_datamodule, load_model
+
+from project import export
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 from conftest import FAST, RunCLI
+from project.cli import main
 
 from project import report
-from project.cli import main
 
 
 def test_report_writes_every_plot_as_a_readable_png(

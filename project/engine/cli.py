@@ -24,6 +24,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from .callbacks import (
@@ -55,7 +56,7 @@ from .checks import (
     warn_logger_switch,
     warn_replaced_by_checkpoint,
 )
-from .errors import ConfigError, ProjectError, first_line
+from .errors import ConfigError, ProjectError, TrainingInterrupted, first_line
 from .progress import quiet_console
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
@@ -419,6 +420,12 @@ def main(args: ArgsType = None) -> None:
     subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
     health check, interruption) is printed as one ``error:`` line without a traceback, and the process
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
+
+    With several processes (DDP), a stop that every process makes alike (a
+    :class:`~project.engine.errors.ConfigError`, which comes from the config they share, or an
+    interruption, which they agree on) is reported by rank 0 alone; the other processes end quietly
+    with exit code 0, so that Lightning's launcher, which kills rank 0 as soon as another process
+    fails, lets rank 0 report it and exit with its code.
     """
     argv = sys.argv[1:] if args is None else args
     with quiet_console():
@@ -433,8 +440,11 @@ def main(args: ArgsType = None) -> None:
                     os.environ.update(environ)
                 return
             ProjectCLI(args=args)
-        except ProjectError as error:
+        except (ProjectError, SIGTERMException) as error:
+            shared = isinstance(error, (ConfigError, TrainingInterrupted, SIGTERMException))
+            if shared and getattr(rank_zero_only, "rank", 0) > 0:
+                sys.exit(0)  # rank 0 reports it (see above)
+            if isinstance(error, SIGTERMException):
+                sys.exit(143)
             print(f"error: {error}", file=sys.stderr, flush=True)
             sys.exit(error.exit_code)
-        except SIGTERMException:
-            sys.exit(143)

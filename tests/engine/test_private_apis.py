@@ -9,12 +9,14 @@ from typing import Any
 
 import pytest
 import torch
-from lightning.pytorch import Trainer
+from fixture_task import TinyImages
+from helpers import SyncDistClassifier
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from support import RunCLI, metric_rows
 
 from project.engine import resume
-from project.engine.resume import PRIVATE_ATTRIBUTES, CheckpointReadOnce
+from project.engine.resume import PRIVATE_ATTRIBUTES, CheckpointReadOnce, synced_logs
 
 #: 3 epochs of 4 batches, every step checkpointed into ``<workdir>/steps`` as ``step=N.ckpt``.
 RUN = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=1"]
@@ -36,11 +38,13 @@ def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
 
 
 def test_every_private_attribute_exists_in_the_installed_lightning() -> None:
-    fit_loop = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False).fit_loop
+    trainer = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    fit_loop = trainer.fit_loop
     owners: dict[str, Any] = {
         "LightningCLI": LightningCLI,
         "_FitLoop": fit_loop,
         "_TrainingEpochLoop": fit_loop.epoch_loop,
+        "Trainer": trainer,
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:
@@ -121,3 +125,42 @@ def test_the_engine_names_its_private_attributes_in_one_module() -> None:
         if path.name != "resume.py":
             text = path.read_text()
             assert not [name for name in names if f".{name}" in text], path
+
+
+class RecordLogged(Callback):
+    """Records, after every test batch, what ``synced_logs`` reads of each logged value in
+    ``trainer._results``, and what it returns."""
+
+    def __init__(self) -> None:
+        self.logged: list[set[tuple[str, bool, bool, bool, bool]]] = []
+        self.synced: list[list[str]] = []
+
+    def on_test_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self.logged.append(
+            {
+                (m.meta.name, m.is_tensor, m.meta.sync.should, m.meta.on_step, m.meta.is_mean_reduction)
+                for m in trainer._results.values()  # type: ignore[union-attr]
+            }
+        )
+        self.synced.append(synced_logs(trainer))
+
+
+def test_synced_logs_reads_what_the_model_logged_and_how(tmp_path: Path) -> None:
+    """``trainer._results``: each value logged so far, whether it is a tensor (not a Metric object),
+    synced (``sync_dist=True``, only ever true with several processes), logged on every step, and
+    averaged. The DDP case itself: test_ddp_evaluation.py."""
+    record = RecordLogged()
+    trainer = Trainer(
+        default_root_dir=tmp_path,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_test_batches=1,
+        callbacks=[record],
+    )
+    torch.manual_seed(0)
+    trainer.test(SyncDistClassifier(on_step=True), TinyImages(), verbose=False)
+    (logged,) = record.logged
+    assert ("test/synced_loss", True, False, True, True) in logged  # one process: Lightning drops sync_dist
+    assert ("test/loss", False, False, False, True) in logged  # BaseModule's MeanMetric
+    assert record.synced == [[]]
