@@ -1,4 +1,4 @@
-"""Every YAML file in configs/ (your experiment's and the template's presets) is used here, with the
+"""Every YAML file in configs/ (your experiment's and the presets) is used here, with the
 package's own default experiment: CPU-runnable ones train a step, the rest are parsed and built with
 the GPU-only settings swapped for CPU ones."""
 
@@ -47,7 +47,7 @@ def tiny_datasets(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_every_config_is_listed() -> None:
-    assert {"trainer/cpu.yaml", "logger/csv.yaml"} <= set(ALL_CONFIGS), ALL_CONFIGS  # the template's presets
+    assert {"trainer/cpu.yaml", "logger/csv.yaml"} <= set(ALL_CONFIGS), ALL_CONFIGS  # presets, any model
     assert not GPU_ONLY - set(ALL_CONFIGS)
 
 

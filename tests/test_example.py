@@ -1,6 +1,6 @@
-"""Your experiment's defaults: ``python -m project fit`` with no arguments trains the package's example
-(``project/configs/default.yaml``, ``project/configs/logger.yaml``). Replace these tests with your own
-when you replace the example; the engine's own tests (tests/engine/) do not use it."""
+"""Your experiment's defaults: ``python -m project fit`` with no arguments trains the package's
+example (``project/configs/default.yaml`` and ``logger.yaml`` there). Replace these
+tests with your own when you replace the example; the engine's own tests (tests/engine/) do not use it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from project.engine.cli import CONFIG_FILES, ProjectCLI, main
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """``python -m project ARGS`` in-process; returns its stdout (a non-zero exit fails the test)."""
+    """``python -m project ARGS`` in-process; returns its stdout (a non-zero exit fails)."""
     with warnings.catch_warnings():  # main's filters for its process
         try:
             main(args)
@@ -32,10 +32,9 @@ def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.
         assert printed["trainer"][key] == value, key
     assert printed["seed_everything"] == default["seed_everything"]
     assert printed["trainer"]["logger"]["class_path"] == logger["trainer"]["logger"]["class_path"]
-    assert (
-        printed["model"]["class_path"] == default["model"]["class_path"] == "project.models.ImageClassifier"
-    )
-    assert printed["data"]["class_path"] == default["data"]["class_path"] == "project.data.DigitsDataModule"
+    model, data = "project.models.ImageClassifier", "project.data.DigitsDataModule"
+    assert printed["model"]["class_path"] == default["model"]["class_path"] == model
+    assert printed["data"]["class_path"] == default["data"]["class_path"] == data
     assert printed["checkpoint"]["monitor"] == default["checkpoint"]["monitor"] == "val/acc"
     assert printed["checkpoint"]["mode"] == "max"
     assert not (workdir / "logs").exists()

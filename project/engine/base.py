@@ -39,7 +39,7 @@ class BaseModule(LightningModule):
             ``class_path`` such as ``torch.optim.AdamW`` with its ``init_args`` (LightningCLI's
             ``OptimizerCallable``). Default: AdamW with PyTorch's defaults (lr 1e-3, weight decay 1e-2).
         lr_scheduler: Optional callable that takes the optimizer and returns an LR scheduler
-            (LightningCLI's ``LRSchedulerCallable``), e.g. :class:`~project.engine.schedules.WarmupCosineLR`.
+            (LightningCLI's ``LRSchedulerCallable``), e.g. ``WarmupCosineLR`` (``engine/schedules.py``).
             A scheduler with a ``total_steps`` argument left null (``WarmupCosineLR``,
             ``torch.optim.lr_scheduler.OneCycleLR``) is given ``trainer.estimated_stepping_batches``
             and stepped after every optimizer step.
@@ -217,7 +217,7 @@ class BaseDataModule(LightningDataModule):
     Subclasses set ``self.train_set``, ``self.val_set`` and ``self.test_set`` in ``setup``, and may set
     ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. to
     :class:`~project.engine.collate.PadCollate`. The training loader is resumable from any step
-    (:func:`~project.engine.resume.resumable_train_loader`); its shuffle seed is the ``seed_everything``
+    (``resumable_train_loader``, ``engine/resume.py``); its shuffle seed is the ``seed_everything``
     value (``PL_GLOBAL_SEED``, else a random one), fixed at the first :meth:`train_dataloader` call and
     kept in checkpoints (:meth:`state_dict`).
 

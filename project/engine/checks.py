@@ -30,8 +30,9 @@ REMOVED_MODEL_ARGUMENTS = {
 }
 #: Top-level config groups of older versions (value: what replaced them).
 REMOVED_GROUPS = {
-    "lr_schedule": "model.lr_scheduler: class_path project.engine.schedules.WarmupCosineLR (same init_args "
-    "warmup_steps, warmup_start_factor, min_lr_factor; enabled: false is lr_scheduler: null)",
+    "lr_schedule": "model.lr_scheduler: class_path "
+    "project.engine.schedules.WarmupCosineLR (same init_args warmup_steps, warmup_start_factor, "
+    "min_lr_factor; enabled: false is lr_scheduler: null)",
 }
 
 _MISSING = object()
@@ -171,7 +172,10 @@ def check_removed_keys(config_file: Any) -> None:
     jsonargparse reads it) has a top-level group of :data:`REMOVED_GROUPS` or a model argument of
     :data:`REMOVED_MODEL_ARGUMENTS`, e.g. the ``config.yaml`` of a run made by an older version."""
     path = Path(str(config_file))
-    content = yaml.safe_load(path.read_text()) if path.is_file() else None
+    try:
+        content = yaml.safe_load(path.read_text()) if path.is_file() else None
+    except OSError:  # --config given a YAML string (as the sweep does), not a file name
+        return
     if not isinstance(content, dict):
         return
     model = content.get("model")

@@ -87,7 +87,7 @@ CONFIG_FILES = [
 
 class ConfigFile(ActionConfigFile):
     """``--config FILE``: a file written for an older version of the template is refused with one line
-    naming the change (:func:`~project.engine.checks.check_removed_keys`); before the subcommand any
+    naming the change (``checks.check_removed_keys``); before the subcommand any
     file is refused (jsonargparse would read only a section named after the subcommand there)."""
 
     before_subcommand = False
@@ -296,14 +296,14 @@ class ProjectCLI(CheckpointReadOnce):
         warn_replaced_by_checkpoint(self.explicit, config)
 
     def instantiate_classes(self) -> None:
-        """Choose the run folder (:func:`~project.engine.runs.choose_run_dir`) and build the model, the
+        """Choose the run folder (``runs.choose_run_dir``) and build the model, the
         data and the trainer from the config with the loggers, checkpoints and ``default_root_dir``
         pointed at it: a copy of the config, so ``config.yaml`` names no run folder.
 
         A class rejecting its arguments (``ValueError``, ``TypeError``, ``MisconfigurationException``,
         e.g. ``--data.batch_size=-1``), a class whose package is not installed (``ImportError``, e.g. a
         logger's), a linked value given against its source, or a checkpoint that
-        does not fit the model stops with a :class:`~project.engine.errors.ConfigError` naming the
+        does not fit the model stops with a ``ConfigError`` naming the
         cause, and a new run folder that is still empty is removed.
         """
         config = self._config()
@@ -417,7 +417,7 @@ def main(args: ArgsType = None) -> None:
     """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
 
     The :data:`EXTRA_COMMANDS` are dispatched to their own modules; everything else is a LightningCLI
-    subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
+    subcommand. A ``ProjectError`` (bad checkpoint, missing data, failed
     health check, interruption) is printed as one ``error:`` line without a traceback, and the process
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
 

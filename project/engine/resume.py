@@ -97,7 +97,7 @@ def synced_logs(trainer: Trainer) -> list[str]:
 class CheckpointReadOnce(LightningCLI):
     """LightningCLI without its own reading of ``--ckpt_path`` (``_parse_ckpt_path``, which loads the
     whole file with ``weights_only=True`` whatever ``--weights_only`` says, and takes only the
-    model's hyperparameters): :class:`~project.engine.cli.ProjectCLI` reads the checkpoint once, in
+    model's hyperparameters): ``ProjectCLI`` (``engine/cli.py``) reads the checkpoint once, in
     ``parse_arguments``, and applies the model and the data it names."""
 
     def _parse_ckpt_path(self) -> None:

@@ -44,7 +44,7 @@ class WarmupCosineLR(LRScheduler):
     Args:
         optimizer: The wrapped optimizer.
         total_steps: Optimizer steps of the whole run; left null in a config,
-            :class:`~project.engine.base.BaseModule` passes ``trainer.estimated_stepping_batches``
+            ``BaseModule`` (``engine/base.py``) passes ``trainer.estimated_stepping_batches``
             (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``accumulate_grad_batches`` and the
             devices all count).
         warmup_steps: Warmup length in optimizer steps (an ``int``), or as a fraction of

@@ -45,7 +45,7 @@ class TabularRegressor(BaseModule):
 
     target_mean: Tensor
     target_std: Tensor
-    #: Input and output names of an exported (ONNX) model, see ``project.engine.commands.export``.
+    #: Input and output names of an exported (ONNX) model (the ``export`` command).
     export_names = ("features", "predictions")
 
     def __init__(

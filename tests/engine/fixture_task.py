@@ -21,7 +21,13 @@ from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from project.engine import BaseDataModule, BaseModule, PredictInputs, Transformed, read_image_files
+from project.engine import (
+    BaseDataModule,
+    BaseModule,
+    PredictInputs,
+    Transformed,
+    read_image_files,
+)
 
 FIXTURES = Path(__file__).resolve().parent
 #: The engine tests' default config files: the engine's defaults, then the fixture experiment.

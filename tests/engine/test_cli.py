@@ -160,7 +160,8 @@ def test_a_bad_value_gets_a_short_usage_line_and_the_error(
     assert any(line.startswith("error:") for line in lines) and "abc" in err
     assert len(lines) < 30, err  # not the full option list
     code, _, err = run_main(["fitt"], capsys)
-    assert code == 2 and err.startswith("usage: python -m project {fit,validate,test,predict} [options]")
+    usage = "usage: python -m project {fit,validate,test,predict} [options]"
+    assert code == 2 and err.startswith(usage)
     code, _, err = run_main(["fit", "--trainer.max_epoch=2"], capsys)  # a typo is not an abbreviation
     assert code == 2 and "max_epoch" in err
     assert no_run_folder(workdir)

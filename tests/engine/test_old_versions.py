@@ -47,8 +47,8 @@ def test_an_old_config_yaml_is_refused_with_one_line_naming_the_change(
     (error,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 2 and str(old) in error, err
     assert (
-        "`lr_schedule` was replaced by model.lr_scheduler: class_path project.engine.schedules.WarmupCosineLR"
-        in error
+        "`lr_schedule` was replaced by model.lr_scheduler: class_path "
+        "project.engine.schedules.WarmupCosineLR" in error
     )
     assert "`model.best_metric` was replaced by checkpoint.monitor" in error
     assert "`model.best_mode` was replaced by checkpoint.mode" in error

@@ -92,11 +92,11 @@ def test_a_corrupt_file_is_listed_as_skipped_and_the_others_are_predicted(
     [
         (
             ["--data.predict_path=pngs/broken.png"],
-            1,
+            2,
             "predict_path='pngs/broken.png': no readable image (pngs/",
         ),
         (["--data.predict_path=nothing_here"], 2, "predict_path='nothing_here': no such file or folder"),
-        (["--data.predict_path=empty"], 1, "predict_path='empty': the folder holds no file to predict on"),
+        (["--data.predict_path=empty"], 2, "predict_path='empty': the folder holds no file to predict on"),
         (
             ["--data=helpers.NoPredictImages", "--data.predict_path=pngs"],
             2,

@@ -1,4 +1,4 @@
-"""The private Lightning attributes that ``project/engine/resume.py`` uses (its ``PRIVATE_ATTRIBUTES``):
+"""The private Lightning attributes that ``engine/resume.py`` uses (its ``PRIVATE_ATTRIBUTES``):
 each exists in the installed Lightning, and the behaviour it is used for still holds, so an upgrade that
 renames or changes one fails here, loudly, instead of silently breaking a resume."""
 

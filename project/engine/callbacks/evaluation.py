@@ -61,7 +61,7 @@ def unrepeated(loader: Any, trainer: Trainer, split: str) -> Any:
 
 def check_synced_logs(trainer: Trainer, loaders: Any, split: str) -> None:
     """Refuse values logged with ``self.log(..., sync_dist=True)`` (listed by
-    :func:`~project.engine.resume.synced_logs`) while the processes hold different numbers of samples
+    ``synced_logs`` of ``engine/resume.py``) while the processes hold different numbers of samples
     of ``split`` (its size is not a multiple of the number of processes): their average would be
     wrong, and a value synced on every step hangs once one process runs out of batches.
 

@@ -168,7 +168,7 @@ def optuna_object(key: str, spec: dict[str, Any] | None, seed_offset: int = 0) -
             init_args["seed"] += seed_offset
         return (class_of(path) if "." in path else getattr(module, path))(**init_args)
     except (ImportError, AttributeError, TypeError, ValueError) as error:
-        fix = f"write {{class_path: NAME, init_args: {{...}}}}, NAME from {module.__name__}"
+        fix = "write {class_path: NAME, init_args: {...}}, NAME from " + module.__name__
         raise ConfigError(f"{key}: {path} {init_args}: {type(error).__name__}: {error}; {fix}") from None
 
 
