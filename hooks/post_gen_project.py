@@ -90,9 +90,9 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r"^description = .*$", f"description = {string(answers['description'])}"),
         (r"^authors = \[.*\]$", f"authors = [{{ name = {author}, email = {email} }}]"),
         (r'^requires-python = ".*"$', f'requires-python = ">={major}.{minor}"'),
-        (r'^project = "project\.cli:main"$', f'{package} = "{package}.cli:main"'),
+        (r'^project = "project\.engine\.cli:main"$', f'{package} = "{package}.engine.cli:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
-        (r'^project = (\["configs/.*)$', f'{package} = ["configs/*.yaml"]'),
+        (r'^project = (?=\["configs/)', f"{package} = "),
         (r'^files = \["project", "hooks", "benchmarks"\]$', f"files = {string(mypy_files)}"),
         (r'^    "cookiecutter>=[\d.]+",\n', ""),
         (r'^    "cruft>=[\d.]+",\n', ""),
@@ -237,7 +237,10 @@ def main(answers: Mapping[str, Any]) -> int:
         print(f"ERROR: generating {root.name} failed: {error} {details}".rstrip(), file=sys.stderr)
         return 1
     print(
-        f"Created {root}. Next: cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'"
+        f"Created {root}. Next: cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e "
+        "'.[dev]'\n"
+        "Without a CUDA GPU, take torch's CPU wheels (about 200 MB instead of several GB of CUDA builds):\n"
+        "  .venv/bin/pip install --extra-index-url https://download.pytorch.org/whl/cpu -e '.[dev]'"
     )
     return 0
 

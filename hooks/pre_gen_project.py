@@ -14,6 +14,7 @@ import keyword
 import re
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 #: Import names of the generated repo's dependencies (``pyproject.toml``: dependencies and the dev
@@ -132,9 +133,24 @@ def check_answers(answers: Mapping[str, Any]) -> list[str]:
     return errors
 
 
-def main(answers: Mapping[str, Any]) -> int:
-    """Print every problem to stderr and return the exit status (0 when the answers are fine)."""
-    errors = check_answers(answers)
+def check_target(folder: Path) -> list[str]:
+    """One message when the folder cookiecutter renders into is not empty: an earlier render re-run with
+    ``cookiecutter -f`` (overwrite) would get the template's ``project/`` next to its renamed package and
+    the renaming would fail half-way. Refusing here writes nothing (cookiecutter keeps a folder that
+    existed before; the hook runs before any file is copied)."""
+    if not any(folder.iterdir()):
+        return []
+    return [
+        f"the folder {folder} exists and is not empty (an earlier render, re-run with cookiecutter -f?): "
+        "rendering into it would mix the template's files into your repo. Generate into a new folder "
+        "(or delete this one first); to bring template changes into a generated repo, use cruft update."
+    ]
+
+
+def main(answers: Mapping[str, Any], folder: Path | None = None) -> int:
+    """Print every problem to stderr and return the exit status (0 when the answers and the target
+    folder, default the current one, are fine)."""
+    errors = check_answers(answers) + check_target(Path.cwd() if folder is None else folder)
     for error in errors:
         print(f"ERROR: {error}", file=sys.stderr)
     if errors:

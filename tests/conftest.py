@@ -3,6 +3,8 @@ CLI runs in-process in an empty working directory."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -12,21 +14,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support import FAST
 
 from project.engine.cli import ProjectCLI
 from project.engine.runs import RUN_DIR_ENV
 
-#: Overrides that make a fit take a second: two train batches, one val batch, no progress bar.
-FAST = [
-    "--trainer.max_epochs=1",
-    "--trainer.limit_train_batches=2",
-    "--trainer.limit_val_batches=1",
-    "--trainer.limit_test_batches=1",
-    "--trainer.limit_predict_batches=1",
-    "--trainer.enable_progress_bar=false",
-    "--trainer.enable_model_summary=false",
-    "--trainer.log_every_n_steps=1",
-]
+#: Libraries that the CLI imports lazily and that set warning filters when first imported: imported once
+#: here, so that the leak check below sees only what a test itself leaves behind.
+for _name in (
+    "wandb",
+    "requests",
+    "tensorboard",
+    "matplotlib.pyplot",
+    "sklearn.metrics",
+    "optuna",
+    "onnxruntime",
+):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_name)
 
 
 def _process_state() -> dict[str, object]:
@@ -36,7 +41,9 @@ def _process_state() -> dict[str, object]:
         "warning filters": list(warnings.filters),
         "an open W&B run": getattr(wandb, "run", None),
         "signal handlers": (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)),
-        "logging levels": {name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")},
+        "logging levels": {
+            name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")
+        },
     }
 
 
@@ -56,6 +63,11 @@ def no_leaked_state() -> Iterator[None]:
         for key in set(env_after) - set(env_before):
             del os.environ[key]
         os.environ.update(env_before)
+    if "warning filters" in leaked:
+        added = [f for f in after["warning filters"] if f not in before["warning filters"]]  # type: ignore[attr-defined]
+        removed = [f for f in before["warning filters"] if f not in after["warning filters"]]  # type: ignore[attr-defined]
+        leaked[leaked.index("warning filters")] = f"warning filters (added {added}, removed {removed})"
+        warnings.filters[:] = before["warning filters"]  # type: ignore[index]
     if after["an open W&B run"] is not None:
         after["an open W&B run"].finish()  # type: ignore[attr-defined]
     if leaked:

@@ -1,11 +1,12 @@
-"""DataModules: the embedded digits and synthetic data (the torchvision loaders: test_vision_data.py)."""
+"""The example's DataModules: the embedded digits and synthetic data (the torchvision loaders:
+test_vision_data.py; the engine's helpers they use: tests/engine/test_base.py)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from project.data import DigitsDataModule, SyntheticDataModule, channel_mean_std, seeded_split
+from project.data import DigitsDataModule, SyntheticDataModule
+from project.engine import channel_mean_std
 
 
 def test_digits_split_is_deterministic_disjoint_and_complete() -> None:
@@ -45,33 +46,6 @@ def test_digits_normalised_with_train_statistics_and_train_only_augmentation() -
     x, y = next(iter(dm.train_dataloader()))
     assert x.shape == (64, 1, 8, 8) and x.dtype == torch.float32
     assert y.shape == (64,) and y.dtype == torch.int64
-
-
-def test_seeded_split_and_statistics_reject_bad_input() -> None:
-    with pytest.raises(ValueError, match="fractions"):
-        seeded_split(10, [0.6, 0.5], seed=0)
-    with pytest.raises(ValueError, match=r"channels \(dim 1\) \[0\] are constant"):
-        channel_mean_std(torch.ones(4, 1, 2, 2))
-    with pytest.raises(ValueError, match=r"\[N, C, \.\.\.\] tensor with 2\+ values per channel, got \(4,\)"):
-        channel_mean_std(torch.ones(4))
-
-
-def test_loader_settings_are_exposed_and_validated() -> None:
-    dm = DigitsDataModule(
-        batch_size=16, num_workers=2, pin_memory=False, persistent_workers=True, prefetch_factor=3
-    )
-    dm.setup("fit")
-    loader = dm.train_dataloader()
-    assert (loader.batch_size, loader.num_workers, loader.persistent_workers, loader.prefetch_factor) == (
-        16,
-        2,
-        True,
-        3,
-    )
-    with pytest.raises(ValueError, match="num_workers > 0"):
-        DigitsDataModule(num_workers=0, persistent_workers=True)
-    with pytest.raises(ValueError, match="batch_size=0"):
-        DigitsDataModule(batch_size=0)
 
 
 def test_synthetic_data_is_seeded_and_learnable_shaped() -> None:

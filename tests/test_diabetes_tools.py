@@ -7,17 +7,18 @@ from __future__ import annotations
 import csv
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import CONFIGS, FAST, RunCLI, fit_with_batch_size_1, quantized_export_line, rerun_suggestion
 from sklearn.datasets import load_diabetes
+from support import CONFIGS, FAST, fit_with_batch_size_1, quantized_export_line, rerun_suggestion
 
-from project import tuning
-from project.cli import main
-from project.loading import load_datamodule, load_model
+from project.engine.cli import main
+from project.engine.commands import tune as tuning
+from project.engine.runs import load_datamodule, load_model
 
 DIABETES = str(CONFIGS / "experiment" / "diabetes.yaml")
 QUIET = ["--trainer.logger=false"]
@@ -59,7 +60,7 @@ def test_regressor_export_names_and_quantization_check_fit_the_task(
 
 
 def test_predict_on_csv_rows_standardises_them_like_training(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: Any, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = load_diabetes(scaled=False)
     with (workdir / "rows.csv").open("w", newline="") as handle:
@@ -83,7 +84,7 @@ def test_predict_on_csv_rows_standardises_them_like_training(
     )
     with pytest.raises(SystemExit) as exit_info:
         main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv"])
-    assert exit_info.value.code == 1
+    assert exit_info.value.code == 2  # bad input
     err = capsys.readouterr().err
     assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err
 

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT, run_dirs, run_module
+from support import REPO_ROOT, run_dirs
 
-from project.cli import ProjectCLI
+from project.engine.cli import PACKAGE
 
 GUIDE = REPO_ROOT / "docs" / "extending.md"
 #: ``<!-- new file: PATH -->`` or ``<!-- add after the last import in: PATH -->``, then a fenced block.
@@ -32,8 +32,7 @@ def copy_repo(target: Path) -> Path:
     if listed.returncode == 0:
         files = [REPO_ROOT / name for name in listed.stdout.splitlines()]
     else:  # not a git checkout: the parts a task touches
-        package = Path(ProjectCLI.__module__.split(".")[0])  # the package folder, whatever its name
-        files = [p for d in (package, "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
+        files = [p for d in (PACKAGE, "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
     for source in files:
         if source.is_file() and "__pycache__" not in source.parts:
             destination = target / source.relative_to(REPO_ROOT)
@@ -66,17 +65,23 @@ def apply_guide(repo: Path) -> list[str]:
 def test_the_guide_adds_a_task_that_trains(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
     touched = apply_guide(repo)
-    expected = {"project/models/__init__.py", "project/data/__init__.py"}
+    expected = {f"{PACKAGE}/models/__init__.py", f"{PACKAGE}/data/__init__.py"}
     assert expected <= set(touched), touched
     new_files = {path for path in touched if not path.endswith("__init__.py")}
     assert len(new_files) == 4, touched  # model, data, config, test
     config = next(path for path in new_files if path.startswith("configs/"))
-    env = {"PYTHONPATH": str(repo)}
+    env = {**os.environ, "PYTHONPATH": str(repo), "WANDB_MODE": "disabled"}
     workdir = tmp_path / "run"
     workdir.mkdir()
-    fit = run_module(
-        ["fit", "--config", str(repo / config), "--trainer.fast_dev_run=true"], cwd=workdir, env=env
+    fit = subprocess.run(
+        [sys.executable, "-m", PACKAGE, "fit", "--config", str(repo / config), "--trainer.fast_dev_run=true"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
+    assert fit.returncode == 0, fit.stdout + fit.stderr
     # fast_dev_run trains one batch, validates one batch and stops; it writes no logs or checkpoints.
     assert "`Trainer.fit` stopped: `max_steps=1` reached" in fit.stderr, fit.stderr
     assert len(run_dirs(workdir / "logs")) == 1
@@ -86,7 +91,7 @@ def test_the_guide_adds_a_task_that_trains(tmp_path: Path) -> None:
         cwd=repo,
         capture_output=True,
         text=True,
-        env={**os.environ, **env},
+        env=env,
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr

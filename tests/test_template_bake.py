@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import FAST, REPO_ROOT
+from support import FAST, REPO_ROOT
 from test_template_hooks import post_gen
 
 cookiecutter_main = pytest.importorskip("cookiecutter.main")
@@ -161,11 +161,13 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
 
     pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == repo.name
-    assert pyproject["project"]["scripts"] == {package: f"{package}.cli:main"}
+    assert pyproject["project"]["scripts"] == {package: f"{package}.engine.cli:main"}
     assert pyproject["project"]["requires-python"] == f">={answers['python_version']}"
     full = answers["examples"] == "full"
     assert pyproject["tool"]["mypy"]["files"] == [package, *(["benchmarks"] if full else [])]
-    assert pyproject["tool"]["setuptools"]["package-data"] == {package: ["configs/*.yaml"]}
+    assert pyproject["tool"]["setuptools"]["package-data"] == {
+        package: ["configs/*.yaml", "engine/*.yaml", "engine/README.md"]
+    }
     for relative in post_gen.FULL_EXAMPLES_ONLY:
         assert (repo / relative.replace("project/", f"{package}/")).exists() == full, relative
     logger_yaml = (repo / package / "configs" / "logger.yaml").read_text()
@@ -299,7 +301,7 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     workdir.mkdir()
     env["WANDB_MODE"] = "disabled"
     script = (  # (one interpreter for both: each start-up imports torch and Lightning)
-        f"from {package}.cli import main\n"
+        f"from {package}.engine.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
         f"print('=== fit ===')\nmain(['fit', *{FAST!r}])\n"
     )
@@ -391,17 +393,17 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
         extra_context={**COMMON, "project_name": "Acme Vision", "logger": "tensorboard", "init_git": True},
         no_input=True,
     )
-    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
+    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
     assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
     _git(repo, "init", "--quiet")
     _git(repo, "add", "--all")
     _git(repo, "commit", "--quiet", "-m", "generated")
 
-    runs = template / "project" / "runs.py"
-    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.runs"\n')
+    runs = template / "project" / "engine" / "runs.py"
+    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.engine.runs"\n')
     _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
-    assert 'UPSTREAM = "acme_vision.runs"' in (repo / "acme_vision" / "runs.py").read_text()
+    assert 'UPSTREAM = "acme_vision.engine.runs"' in (repo / "acme_vision" / "engine" / "runs.py").read_text()
 
 
 def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
@@ -422,6 +424,232 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
             config_file=str(config),
         )
     )
-    assert (repo / "acme_vision" / "cli.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
+    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (
+        repo / "acme_vision" / "configs"
+    ).is_dir()
     assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
     assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
+
+
+#: A task written as Lightning's docs write one (no class of the template), for a repo whose example
+#: was deleted: ``<package>/models/lit_model.py`` and ``<package>/data/random_data.py``.
+OWN_MODEL = '''"""My model: a LightningModule as Lightning's docs write one."""
+
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningModule
+from torch import Tensor, nn
+
+
+class LitModel(LightningModule):
+    """An MLP classifier of 16 features into 3 classes."""
+
+    def __init__(self, hidden: int = 32, lr: float = 0.01) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Linear(16, hidden), nn.ReLU(), nn.Linear(hidden, 3))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        x, y = batch
+        loss = nn.functional.cross_entropy(self(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", nn.functional.cross_entropy(logits, y))
+        self.log("val_acc", (logits.argmax(dim=1) == y).float().mean())
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("test_acc", (self(x).argmax(dim=1) == y).float().mean())
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return self(batch[0]).softmax(dim=1)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+'''
+OWN_DATA = '''"""My data: a LightningDataModule as Lightning's docs write one."""
+
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningDataModule
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class RandomData(LightningDataModule):
+    """Random features whose class is the arg-max of their first three."""
+
+    def __init__(self, batch_size: int = 32) -> None:
+        super().__init__()
+        self.batch_size = batch_size
+
+    def setup(self, stage: str) -> None:
+        x = torch.randn(400, 16, generator=torch.Generator().manual_seed(0))
+        data = TensorDataset(x, x[:, :3].argmax(dim=1))
+        self.train, self.val, self.test = torch.utils.data.random_split(
+            data, [300, 50, 50], generator=torch.Generator().manual_seed(0)
+        )
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(self.val, batch_size=self.batch_size)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(self.test, batch_size=self.batch_size)
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return DataLoader(self.test, batch_size=self.batch_size)
+'''
+OWN_TEST = '''"""My task trains."""
+
+from pathlib import Path
+
+from {package}.engine.cli import ProjectCLI
+
+
+def test_my_task_fits(tmp_path: Path) -> None:
+    args = ["fit", "--trainer.max_epochs=1", f"--logs_dir={{tmp_path}}", "--trainer.logger=false"]
+    cli = ProjectCLI(args=args)
+    assert cli.trainer.state.finished and (cli.run_dir / "checkpoints" / "best.ckpt").is_file()
+'''
+
+
+def replace_the_example(repo: Path, package: str) -> None:
+    """Delete the example (its model, backbones, data, their tests and the configs that name them) and
+    add a LightningModule, a LightningDataModule, the experiment config and a test of one's own."""
+    example = [f"{package}/models/{name}.py" for name in ("classifier", "backbones")]
+    example += [f"{package}/data/{name}.py" for name in ("digits", "synthetic")]
+    example += [f"tests/{name}.py" for name in ("test_models", "test_data", "test_extending")]
+    for relative in [*example, "configs/model", "configs/data", "configs/experiment", "configs/sweep"]:
+        path = repo / relative
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for test in repo.glob("tests/test_example*.py"):
+        test.unlink()
+    (repo / package / "models" / "lit_model.py").write_text(OWN_MODEL)
+    (repo / package / "models" / "__init__.py").write_text(
+        '"""My models."""\n\nfrom .lit_model import LitModel\n\n__all__ = ["LitModel"]\n'
+    )
+    (repo / package / "data" / "random_data.py").write_text(OWN_DATA)
+    (repo / package / "data" / "__init__.py").write_text(
+        '"""My data."""\n\nfrom .random_data import RandomData\n\n__all__ = ["RandomData"]\n'
+    )
+    (repo / package / "configs" / "default.yaml").write_text(
+        "seed_everything: 0\ntrainer:\n  max_epochs: 3\nmodel:\n  class_path: LitModel\n"
+        "data:\n  class_path: RandomData\ncheckpoint:\n  monitor: val_acc\n  mode: max\n"
+    )
+    (repo / "tests" / "test_my_task.py").write_text(OWN_TEST.format(package=package))
+
+
+@pytest.mark.slow
+def test_a_repo_whose_example_is_replaced_by_a_plain_lightning_task_stays_green(
+    baked: dict[str, Path], tmp_path: Path
+) -> None:
+    """A minimal repo, its example deleted and a LightningModule and LightningDataModule written as in
+    Lightning's docs added (no class of the template): ``fit``, ``test --ckpt_path best``, ``predict``,
+    ``export`` and the repo's ``make test`` (ruff, mypy, the fast tests with the engine's own) pass."""
+    name = "tensorboard-minimal-apache-nogha"
+    repo = tmp_path / "repo"
+    shutil.copytree(baked[name], repo, symlinks=True)
+    package = package_of(name, repo)
+    replace_the_example(repo, package)
+    env = subprocess_env(repo, tmp_path)
+    env["WANDB_MODE"] = "disabled"
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    python = [sys.executable, "-m", package]
+    fit = run([*python, "fit"], cwd=workdir, env=env)
+    assert "Best checkpoint (val_acc=" in fit
+    tested = run([*python, "test", "--ckpt_path", "best"], cwd=workdir, env=env)
+    assert "test_acc" in tested
+    run([*python, "predict", "--ckpt_path", "best"], cwd=workdir, env=env)
+    (predictions,) = (workdir / "logs").glob("*_predict/predictions.csv")
+    assert predictions.read_text().splitlines()[0] == "index,pred_0,pred_1,pred_2"
+    exported = run(
+        [*python, "export", "--ckpt_path", "best", "--format", "torchscript"], cwd=workdir, env=env
+    )
+    assert "Parity check passed" in exported
+    venv = tmp_path / "venv"  # `make test` with this interpreter: a stamp says it is installed
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / ".installed").touch()
+    output = run(["make", "test", f"VENV={venv}"], cwd=repo, env=env, timeout=1800)
+    assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-3000:]
+
+
+@pytest.mark.slow
+def test_an_installed_repo_runs_from_an_empty_folder_under_its_own_name(tmp_path: Path) -> None:
+    """``acme_vision`` installed non-editable (a wheel) into a new venv, which sees the dependencies of
+    this environment but not the template's package: from an empty folder its ``--help`` names it, a
+    one-epoch fit writes the TensorBoard file, and ``export`` works; nothing it prints or writes says
+    ``project`` where the new name belongs."""
+    answers = {
+        "package_name": "acme_vision",
+        "logger": "tensorboard",
+        "examples": "minimal",
+        "init_git": False,
+    }
+    (tmp_path / "bake").mkdir()
+    repo = bake(tmp_path / "bake", project_name="Acme Vision", **answers)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site_packages = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
+    (next(venv.glob("lib/python*/site-packages")) / "dependencies.pth").write_text(f"{site_packages}\n")
+    python = str(venv / "bin" / "python")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH",) and not key.endswith("_RUN_DIR")
+    }
+    env.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
+    pip = [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet", str(repo)]
+    run(pip, cwd=tmp_path, env=env, timeout=600)
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    assert "project" not in run(
+        [python, "-c", "import sys; print(sorted(sys.modules))"], cwd=workdir, env=env
+    ).split("'")
+    help_text = run([python, "-m", "acme_vision", "--help"], cwd=workdir, env=env)
+    assert help_text.startswith("usage: python -m acme_vision ")
+    one_epoch = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
+    fit = run([python, "-m", "acme_vision", "fit", *one_epoch], cwd=workdir, env=env)
+    (run_dir,) = (workdir / "logs").iterdir()
+    assert list(run_dir.glob("events.out.tfevents.*"))
+    export = ["export", "--ckpt_path", "best", "--format", "torchscript"]
+    exported = run([python, "-m", "acme_vision", *export], cwd=workdir, env=env)
+    assert "Parity check passed" in exported
+    written = "\n".join(p.read_text() for p in (workdir / "logs").rglob("*.yaml"))
+    for text in (help_text, fit, exported, written):
+        assert not re.search(r"-m project\b|\bproject\.(engine|models|data)\b", text), text[:2000]
+
+
+def test_rendering_over_an_existing_repo_is_refused_before_anything_is_written(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``cookiecutter -f`` (overwrite) into an earlier render stops in the pre-generation hook, with one
+    message, and leaves every file of the existing repo as it was (it used to crash half-way through
+    the renaming, with ``project/`` back next to the renamed package)."""
+    answers = {"project_name": "Acme Vision", "examples": "minimal", "init_git": False}
+    repo = bake(tmp_path, **answers)
+    before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    config = tmp_path / "cookiecutter-config.yaml"
+    with pytest.raises(FailedHookException):
+        cookiecutter_main.cookiecutter(
+            str(REPO_ROOT),
+            no_input=True,
+            extra_context={**COMMON, **answers},
+            output_dir=str(tmp_path / "out"),
+            config_file=str(config),
+            overwrite_if_exists=True,
+        )
+    assert "exists and is not empty" in capfd.readouterr().err
+    assert {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from support import REPO_ROOT
 
 HOOKS = REPO_ROOT / "hooks"
 TEMPLATE_DIR = REPO_ROOT / "{{cookiecutter.project_slug}}"
@@ -151,10 +151,12 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert project["authors"] == [{"name": "Ada Lovelace", "email": "ada@example.com"}]
     assert project["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
     assert project["requires-python"] == ">=3.11"
-    assert project["scripts"] == {"acme_vision": "acme_vision.cli:main"}
+    assert project["scripts"] == {"acme_vision": "acme_vision.engine.cli:main"}
     assert not any(r.startswith(("cookiecutter", "cruft")) for r in project["optional-dependencies"]["dev"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
-    assert config["tool"]["setuptools"]["package-data"] == {"acme_vision": ["configs/*.yaml"]}
+    assert config["tool"]["setuptools"]["package-data"] == {
+        "acme_vision": ["configs/*.yaml", "engine/*.yaml", "engine/README.md"]
+    }
     assert config["tool"]["mypy"]["files"] == ["acme_vision", "benchmarks"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
     assert config["tool"]["ruff"]["target-version"] == "py311"
@@ -165,7 +167,7 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
 
 
 def test_a_rule_that_no_longer_matches_is_an_error() -> None:
-    text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.cli:main"', "")
+    text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.engine.cli:main"', "")
     with pytest.raises(post_gen.TemplateDriftError, match="cli:main"):
         post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
 

@@ -7,7 +7,15 @@ from pathlib import Path
 import torch
 from torch.utils.data import TensorDataset
 
-from ..engine import BaseDataModule, InputTensors, PredictInputs, channel_mean_std, check_fractions, read_csv_rows, seeded_split
+from ..engine import (
+    BaseDataModule,
+    InputTensors,
+    PredictInputs,
+    channel_mean_std,
+    check_fractions,
+    read_csv_rows,
+    seeded_split,
+)
 
 
 class DiabetesDataModule(BaseDataModule):

@@ -1,4 +1,4 @@
-"""The template's engine: the CLI, run folders, checkpoints, exact resume, the callbacks and the extra
+"""The engine: the CLI, run folders, checkpoints, exact resume, the callbacks and the extra
 commands (README.md here states the contract). Your classes may use the optional helpers below."""
 
 from .base import BaseDataModule, BaseModule, Transformed, channel_mean_std, check_fractions, seeded_split

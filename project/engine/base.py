@@ -39,7 +39,7 @@ class BaseModule(LightningModule):
             ``class_path`` such as ``torch.optim.AdamW`` with its ``init_args`` (LightningCLI's
             ``OptimizerCallable``). Default: AdamW with PyTorch's defaults (lr 1e-3, weight decay 1e-2).
         lr_scheduler: Optional callable that takes the optimizer and returns an LR scheduler
-            (LightningCLI's ``LRSchedulerCallable``), e.g. :class:`~project.engine.schedules.WarmupCosineLR`.
+            (LightningCLI's ``LRSchedulerCallable``), e.g. ``WarmupCosineLR`` (``engine/schedules.py``).
             A scheduler with a ``total_steps`` argument left null (``WarmupCosineLR``,
             ``torch.optim.lr_scheduler.OneCycleLR``) is given ``trainer.estimated_stepping_batches``
             and stepped after every optimizer step.
@@ -217,7 +217,7 @@ class BaseDataModule(LightningDataModule):
     Subclasses set ``self.train_set``, ``self.val_set`` and ``self.test_set`` in ``setup``, and may set
     ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. to
     :class:`~project.engine.collate.PadCollate`. The training loader is resumable from any step
-    (:func:`~project.engine.resume.resumable_train_loader`); its shuffle seed is the ``seed_everything``
+    (``resumable_train_loader``, ``engine/resume.py``); its shuffle seed is the ``seed_everything``
     value (``PL_GLOBAL_SEED``, else a random one), fixed at the first :meth:`train_dataloader` call and
     kept in checkpoints (:meth:`state_dict`).
 
@@ -306,7 +306,8 @@ class BaseDataModule(LightningDataModule):
             self.shuffle_seed = int(env) if env is not None else random.randrange(2**32)
         # the epoch of the first iterator, which Lightning creates before it calls `set_epoch` (after a
         # resume from an end-of-epoch checkpoint `current_epoch` is still the finished one here)
-        epoch = self.trainer.fit_loop.epoch_progress.current.processed if self.trainer is not None else 0
+        progress = self.trainer.fit_loop.epoch_progress.current if self.trainer is not None else None
+        epoch = int(getattr(progress, "processed", 0))
         return resumable_train_loader(dataset, self.shuffle_seed, epoch, **settings)
 
     def state_dict(self) -> dict[str, Any]:
@@ -342,4 +343,3 @@ class BaseDataModule(LightningDataModule):
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
         return self._loader(self.predict_set if self.predict_names is not None else self.test_set, "predict")
-

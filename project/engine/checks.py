@@ -30,8 +30,9 @@ REMOVED_MODEL_ARGUMENTS = {
 }
 #: Top-level config groups of older versions (value: what replaced them).
 REMOVED_GROUPS = {
-    "lr_schedule": "model.lr_scheduler: class_path project.engine.schedules.WarmupCosineLR (same init_args "
-    "warmup_steps, warmup_start_factor, min_lr_factor; enabled: false is lr_scheduler: null)",
+    "lr_schedule": "model.lr_scheduler: class_path "
+    "project.engine.schedules.WarmupCosineLR (same init_args warmup_steps, warmup_start_factor, "
+    "min_lr_factor; enabled: false is lr_scheduler: null)",
 }
 
 _MISSING = object()
@@ -104,9 +105,9 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
         ]
         if carried:
             warnings.warn(
-                f"{prefix.replace('.init_args', '')[:-1]}: {class_path.rsplit('.', 1)[-1]} keeps the value of "
-                f"{old.rsplit('.', 1)[-1]} for {', '.join(carried)}. Set them explicitly if that is not what "
-                "you want.",
+                f"{prefix.replace('.init_args', '')[:-1]}: {class_path.rsplit('.', 1)[-1]} keeps the value "
+                f"of {old.rsplit('.', 1)[-1]} for {', '.join(carried)}. Set them explicitly if that is not "
+                "what you want.",
                 stacklevel=2,
             )
 
@@ -124,7 +125,8 @@ def check_links(explicit: dict[str, Any], model: LightningModule | None, datamod
         if given != value:
             raise ConfigError(
                 f"model.{target}={given!r} is linked: it is set from the DataModule's {source} "
-                f"({value!r}), so the value given would be replaced. Remove it; change the DataModule instead."
+                f"({value!r}), so the value given would be replaced. Remove it; change the DataModule "
+                "instead."
             )
 
 
@@ -165,14 +167,29 @@ def check_saved_model(saved: dict[str, Any], subcommand: str | None, ckpt_path: 
         )
 
 
-def check_removed_groups(config_files: list[Any]) -> None:
-    """Raise :class:`ConfigError` naming the change when a ``--config`` file (each parsed on its own)
-    has a top-level group of :data:`REMOVED_GROUPS`, e.g. an old run's ``config.yaml``."""
-    for file in config_files:
-        path = Path(str(getattr(file, "relative", file)))
+def check_removed_keys(config_file: Any) -> None:
+    """Raise :class:`ConfigError` naming the change when a config file (parsed on its own, before
+    jsonargparse reads it) has a top-level group of :data:`REMOVED_GROUPS` or a model argument of
+    :data:`REMOVED_MODEL_ARGUMENTS`, e.g. the ``config.yaml`` of a run made by an older version."""
+    path = Path(str(config_file))
+    try:
         content = yaml.safe_load(path.read_text()) if path.is_file() else None
-        for group in sorted(set(content or {}) & set(REMOVED_GROUPS)) if isinstance(content, dict) else []:
-            raise ConfigError(f"{path}: `{group}` was replaced by {REMOVED_GROUPS[group]}")
+    except OSError:  # --config given a YAML string (as the sweep does), not a file name
+        return
+    if not isinstance(content, dict):
+        return
+    model = content.get("model")
+    init_args = model.get("init_args") if isinstance(model, dict) else None
+    changes = [
+        f"`{group}` was replaced by {REMOVED_GROUPS[group]}"
+        for group in sorted(set(content) & set(REMOVED_GROUPS))
+    ]
+    changes += [
+        f"`model.{name}` was replaced by {REMOVED_MODEL_ARGUMENTS[name]}"
+        for name in sorted(set(init_args or {}) & set(REMOVED_MODEL_ARGUMENTS))
+    ]
+    if changes:
+        raise ConfigError(f"{path}: written for an older version of the template: {'; '.join(changes)}")
 
 
 def warn_logger_switch(run_dir: Path, logger: Any) -> None:

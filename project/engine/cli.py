@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jsonargparse import Namespace
+import lightning
+from jsonargparse import ActionConfigFile, Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from .callbacks import (
@@ -32,12 +36,18 @@ from .callbacks import (
     TrainingMonitor,
     default_extra_callbacks,
 )
-from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, check_state_dict_fits, load_checkpoint
+from .checkpointing import (
+    AtomicCheckpointIO,
+    BestCheckpoint,
+    LastCheckpoint,
+    check_state_dict_fits,
+    load_checkpoint,
+)
 from .checks import (
     DATA_LINKS,
     check_links,
     check_model_and_trainer,
-    check_removed_groups,
+    check_removed_keys,
     check_saved_model,
     check_sync_batchnorm,
     check_wandb_log_model,
@@ -46,17 +56,19 @@ from .checks import (
     warn_logger_switch,
     warn_replaced_by_checkpoint,
 )
-from .errors import ConfigError, ProjectError
-from .progress import quiet_known_noise
+from .errors import ConfigError, ProjectError, TrainingInterrupted, first_line
+from .progress import quiet_console
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
 from .runs import (
     SaveConfig,
     add_run_folder_arguments,
     choose_run_dir,
+    class_of,
     finish_wandb_run,
     keep_metrics_csv,
     resolve_checkpoint,
+    run_dir_of,
     run_logger_config,
     saved_classes,
     wandb_id_of,
@@ -71,6 +83,33 @@ CONFIG_FILES = [
     ENGINE_DIR.parent / "configs" / "default.yaml",
     ENGINE_DIR.parent / "configs" / "logger.yaml",
 ]
+
+
+class ConfigFile(ActionConfigFile):
+    """``--config FILE``: a file written for an older version of the template is refused with one line
+    naming the change (``checks.check_removed_keys``); before the subcommand any
+    file is refused (jsonargparse would read only a section named after the subcommand there)."""
+
+    before_subcommand = False
+
+    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
+        """Check ``values`` (the file), then let jsonargparse read it."""
+        if self.before_subcommand:
+            parser.error(
+                f"--config {values} comes before the subcommand; put it after: "
+                f"python -m {PACKAGE} fit --config {values}"
+            )
+        try:
+            check_removed_keys(values)
+        except ConfigError as error:
+            parser.error(str(error))
+        super().__call__(parser, cfg, values, option_string)
+
+
+class ConfigBeforeSubcommand(ConfigFile):
+    """The main parser's ``--config`` when the CLI runs a subcommand (see :class:`ConfigFile`)."""
+
+    before_subcommand = True
 
 
 class ProjectCLI(CheckpointReadOnce):
@@ -120,14 +159,66 @@ class ProjectCLI(CheckpointReadOnce):
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
-        environ = dict(os.environ)
+        self._environ = dict(os.environ)
+        self.runs_subcommand = run
         try:
-            super().__init__(args=args, run=run, **kwargs)
+            try:
+                super().__init__(args=args, run=run, **kwargs)
+            except Exception as error:
+                if type(error).__module__.split(".")[0] != "wandb":
+                    raise
+                # e.g. online without an API key or without network: W&B's own error, in one line
+                first = (str(error).strip().splitlines() or [""])[0]
+                raise ConfigError(
+                    f"W&B could not start the run ({type(error).__name__}: {first}); log in (`wandb login`) "
+                    "or log offline (WANDB_MODE=offline, the W&B preset's default)"
+                ) from error
+        except ProjectError as error:
+            if error.exit_code == 2:  # bad input: leave no half-made run behind
+                self._discard_new_run()
+            raise
         finally:
-            if run:  # leave the process as it was (seed_everything's variables, the run folder's)
-                os.environ.clear()
-                os.environ.update(environ)
-                finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+            if run:
+                self.__exit__()
+
+    def _discard_new_run(self) -> None:
+        """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
+        written their first files before the data or a setting was found bad); its W&B run is closed
+        without the hint to upload it."""
+        run_dir: Path | None = getattr(self, "run_dir", None)
+        if (
+            run_dir is None
+            or self.continued
+            or not run_dir.is_dir()
+            or any(run_dir.glob("checkpoints/**/*.ckpt"))
+        ):
+            return
+        finish_wandb_run(is_global_zero=False)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def __enter__(self) -> ProjectCLI:
+        """``with ProjectCLI(args, run=False) as cli: cli.trainer.fit(...)``: see :meth:`__exit__`."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Leave the process as it was before the CLI: the environment variables that seeding and the
+        run folder set are restored and an open W&B run is closed (a run with a subcommand does this
+        when it ends; with ``run=False`` use the CLI as a context manager around your own calls)."""
+        for key in set(os.environ) - set(self._environ):
+            del os.environ[key]
+        os.environ.update(self._environ)
+        finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
+        kwargs.setdefault("dump_header", [f"lightning.pytorch=={lightning.__version__}"])
+        parser = self.parser_class(**kwargs)
+        first = not hasattr(self, "parser")  # LightningCLI builds the main parser first
+        action = ConfigBeforeSubcommand if self.runs_subcommand and first else ConfigFile
+        parser.add_argument(
+            "-c", "--config", action=action, help="Path to a configuration file in yaml format."
+        )
+        return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, the engine's callbacks and the data links."""
@@ -164,20 +255,18 @@ class ProjectCLI(CheckpointReadOnce):
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         subparser = self._subcommand_parsers[subcommand] if subcommand else parser
-        if subcommand and self.config.get("config"):
-            parser.error(
-                f"--config comes before the subcommand {subcommand!r}, where it is not read; put it after: "
-                f"python -m {PACKAGE} {subcommand} --config FILE"
-            )
         config = self._config()
         try:
-            check_removed_groups(config.get("config") or [])
             check_sync_batchnorm(config.trainer)
             check_wandb_log_model(config.trainer.logger)
             self.explicit = explicit_values(config, subparser.get_defaults())
             warn_carried_over(config, subparser.get_defaults())
             if config.get("ckpt_path") is not None:
                 self._apply_checkpoint(subparser, config)
+            if "verbose" in self._config() and "verbose" not in self.explicit:
+                self._config().verbose = (
+                    False  # one line of results (after_test) instead of Lightning's table
+                )
         except ProjectError as error:
             subparser.error(str(error))
 
@@ -189,7 +278,7 @@ class ProjectCLI(CheckpointReadOnce):
         ckpt_path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
         self.checkpoint = load_checkpoint(ckpt_path, weights_only=config.get("weights_only"))
         print(f"--ckpt_path: {ckpt_path}")
-        saved = saved_classes(self.checkpoint)
+        saved = saved_classes(self.checkpoint, run_dir_of(ckpt_path))
         if "model" in saved:
             check_saved_model(saved["model"], self.config.get("subcommand"), ckpt_path)
         chosen = self.explicit.get("data.class_path")
@@ -207,13 +296,14 @@ class ProjectCLI(CheckpointReadOnce):
         warn_replaced_by_checkpoint(self.explicit, config)
 
     def instantiate_classes(self) -> None:
-        """Choose the run folder (:func:`~project.engine.runs.choose_run_dir`) and build the model, the
+        """Choose the run folder (``runs.choose_run_dir``) and build the model, the
         data and the trainer from the config with the loggers, checkpoints and ``default_root_dir``
         pointed at it: a copy of the config, so ``config.yaml`` names no run folder.
 
         A class rejecting its arguments (``ValueError``, ``TypeError``, ``MisconfigurationException``,
-        e.g. ``--data.batch_size=-1``), a linked value given against its source, or a checkpoint that
-        does not fit the model stops with a :class:`~project.engine.errors.ConfigError` naming the
+        e.g. ``--data.batch_size=-1``), a class whose package is not installed (``ImportError``, e.g. a
+        logger's), a linked value given against its source, or a checkpoint that
+        does not fit the model stops with a ``ConfigError`` naming the
         cause, and a new run folder that is still empty is removed.
         """
         config = self._config()
@@ -236,7 +326,7 @@ class ProjectCLI(CheckpointReadOnce):
             check_model_and_trainer(self.model, self.trainer)
             if self.checkpoint is not None:
                 check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
-        except (ProjectError, ValueError, TypeError, MisconfigurationException) as error:
+        except (ProjectError, ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if not self.continued and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()
             if isinstance(error, ProjectError):
@@ -244,7 +334,8 @@ class ProjectCLI(CheckpointReadOnce):
             cause: BaseException = error
             while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
                 cause = cause.__cause__
-            raise ConfigError(f"building the run failed: {type(cause).__name__}: {cause}") from error
+            problem = logger_problem(run.trainer.logger) or f"{type(cause).__name__}: {first_line(cause)}"
+            raise ConfigError(f"building the run failed: {problem}") from error
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """Build the trainer with the progress display, the provenance record, DDP-exact evaluation,
@@ -252,7 +343,10 @@ class ProjectCLI(CheckpointReadOnce):
         trainer_config = dict(self._config(self.config_init).get("trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = list(callbacks) if isinstance(callbacks, list) else [callbacks]
-        extra = [*default_extra_callbacks(trainer_config, callbacks), Provenance(), DistributedEvaluation()]
+        shown = default_extra_callbacks(trainer_config, callbacks)
+        if any(isinstance(callback, ModelSummary) for callback in shown):
+            kwargs["enable_model_summary"] = False  # ours is there: Lightning would say it skips its own
+        extra = [*shown, Provenance(), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
         kwargs.setdefault("callbacks", [*callbacks, *extra])
@@ -264,7 +358,20 @@ class ProjectCLI(CheckpointReadOnce):
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
         if self.continued:
-            keep_metrics_csv(self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+            keep_metrics_csv(
+                self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
+
+    def after_validate(self) -> None:
+        """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
+        stage = "validate" if self.subcommand == "validate" else "test"
+        metrics = {
+            key: float(value) for key, value in self.trainer.callback_metrics.items() if value.numel() == 1
+        }
+        if self.trainer.is_global_zero and metrics and not self._config().get("verbose"):
+            print(f"{stage}: " + "  ".join(f"{key}={value:.4f}" for key, value in sorted(metrics.items())))
+
+    after_test = after_validate
 
     def after_fit(self) -> None:
         """Say where the run folder and the best checkpoint are."""
@@ -276,9 +383,25 @@ class ProjectCLI(CheckpointReadOnce):
                 print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
 
 
+def logger_problem(logger: Any) -> str | None:
+    """Why a logger of the config cannot be built (e.g. its package is not installed: jsonargparse
+    reports only that the value fits no type), found by building each one alone; ``None`` if all build."""
+    for item in logger if isinstance(logger, list) else [logger]:
+        if isinstance(item, Namespace):
+            cls = class_of(item.class_path)
+            try:
+                cls(**dict(item.get("init_args") or {}))
+            except Exception as error:
+                return f"trainer.logger {cls.__name__}: {type(error).__name__}: {first_line(error)}"
+    return None
+
+
 #: Commands that are not Trainer methods: name -> (module with a ``main(args)``, one-line help).
 EXTRA_COMMANDS: dict[str, tuple[str, str]] = {
-    "export": (f"{__package__}.commands.export", "write the model as ONNX/TorchScript/torch.export, check it"),
+    "export": (
+        f"{__package__}.commands.export",
+        "write the model as ONNX/TorchScript/torch.export, check it",
+    ),
     "report": (f"{__package__}.commands.report", "PNG plots (curves, LR, memory, confusion matrix) of a run"),
     "lr_find": (f"{__package__}.commands.tune", "LR range test: suggested LR, loss-vs-LR plot, a config"),
     "scale_batch_size": (f"{__package__}.commands.tune", "largest batch size that fits, and a config to use"),
@@ -294,20 +417,34 @@ def main(args: ArgsType = None) -> None:
     """Run the CLI on ``args`` (default: ``sys.argv[1:]``).
 
     The :data:`EXTRA_COMMANDS` are dispatched to their own modules; everything else is a LightningCLI
-    subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
+    subcommand. A ``ProjectError`` (bad checkpoint, missing data, failed
     health check, interruption) is printed as one ``error:`` line without a traceback, and the process
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
+
+    With several processes (DDP), a stop that every process makes alike (a
+    :class:`~project.engine.errors.ConfigError`, which comes from the config they share, or an
+    interruption, which they agree on) is reported by rank 0 alone; the other processes end quietly
+    with exit code 0, so that Lightning's launcher, which kills rank 0 as soon as another process
+    fails, lets rank 0 report it and exit with its code.
     """
     argv = sys.argv[1:] if args is None else args
-    quiet_known_noise()
-    try:
-        if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
-            module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
-            module.main([str(arg) for arg in argv])
-            return
-        ProjectCLI(args=args)
-    except ProjectError as error:
-        print(f"error: {error}", file=sys.stderr, flush=True)
-        sys.exit(error.exit_code)
-    except SIGTERMException:
-        sys.exit(143)
+    with quiet_console():
+        try:
+            if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
+                module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
+                environ = dict(os.environ)
+                try:
+                    module.main([str(arg) for arg in argv])
+                finally:  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
+                    os.environ.clear()
+                    os.environ.update(environ)
+                return
+            ProjectCLI(args=args)
+        except (ProjectError, SIGTERMException) as error:
+            shared = isinstance(error, (ConfigError, TrainingInterrupted, SIGTERMException))
+            if shared and getattr(rank_zero_only, "rank", 0) > 0:
+                sys.exit(0)  # rank 0 reports it (see above)
+            if isinstance(error, SIGTERMException):
+                sys.exit(143)
+            print(f"error: {error}", file=sys.stderr, flush=True)
+            sys.exit(error.exit_code)

@@ -4,6 +4,11 @@
 from __future__ import annotations
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (libraries' messages can run over many lines)."""
+    return (str(error).strip().splitlines() or [""])[0]
+
+
 class ProjectError(Exception):
     """Base class: a problem the user can fix; the message says what and how."""
 
@@ -29,7 +34,9 @@ class CheckpointError(ProjectError):
 
 
 class DataError(ProjectError, FileNotFoundError):
-    """A dataset is missing, empty or unreadable."""
+    """A dataset is missing, empty or unreadable (bad input: exit code 2)."""
+
+    exit_code = 2
 
 
 class HealthCheckError(ProjectError, RuntimeError):

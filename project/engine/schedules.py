@@ -6,6 +6,7 @@ import math
 import warnings
 from typing import Any
 
+from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
@@ -43,8 +44,9 @@ class WarmupCosineLR(LRScheduler):
     Args:
         optimizer: The wrapped optimizer.
         total_steps: Optimizer steps of the whole run; left null in a config,
-            :class:`~project.engine.base.BaseModule` passes ``trainer.estimated_stepping_batches`` (``max_epochs``, ``max_steps``,
-            ``limit_train_batches``, ``accumulate_grad_batches`` and the devices all count).
+            ``BaseModule`` (``engine/base.py``) passes ``trainer.estimated_stepping_batches``
+            (``max_epochs``, ``max_steps``, ``limit_train_batches``, ``accumulate_grad_batches`` and the
+            devices all count).
         warmup_steps: Warmup length in optimizer steps (an ``int``), or as a fraction of
             ``total_steps`` (a ``float`` in ``[0, 1)``, e.g. ``0.05``).
         warmup_start_factor: LR multiplier at step 0, in ``[0, 1]``.
@@ -76,26 +78,28 @@ class WarmupCosineLR(LRScheduler):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name}={value}: must be in [0, 1]")
         self.total_steps = int(total_steps)
-        self.warmup_steps = round(warmup_steps * total_steps) if isinstance(warmup_steps, float) else warmup_steps
+        self.warmup_steps = (
+            round(warmup_steps * total_steps) if isinstance(warmup_steps, float) else warmup_steps
+        )
         self.warmup_start_factor = warmup_start_factor
         self.min_lr_factor = min_lr_factor
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self) -> list[float]:  # type: ignore[override]
+    def get_lr(self) -> list[float | Tensor]:
         """The LR of each param group at the current step (``self.last_epoch`` counts steps here)."""
         factor = warmup_cosine_factor(
             self.last_epoch, self.total_steps, self.warmup_steps, self.warmup_start_factor, self.min_lr_factor
         )
-        return [base_lr * factor for base_lr in self.base_lrs]
+        return [float(base_lr) * factor for base_lr in self.base_lrs]
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue the saved schedule; warn when this run's ``total_steps`` is not the saved one."""
         saved, now = state_dict.get("total_steps"), self.total_steps
         if saved is not None and saved != now:
             warnings.warn(
-                f"the warmup-cosine schedule continues the checkpoint's total_steps={saved} (this run has {now} "
-                "optimizer steps): the LR stays at its minimum after step "
-                f"{saved}. To train longer with a new schedule, start a new run from the weights.",
+                f"the warmup-cosine schedule continues the checkpoint's total_steps={saved} (this run has "
+                f"{now} optimizer steps): the LR stays at its minimum after step {saved}. To train longer "
+                "with a new schedule, start a new run from the weights.",
                 stacklevel=2,
             )
         super().load_state_dict(state_dict)

@@ -36,7 +36,7 @@ class ImageClassifier(BaseModule):
         activation_checkpointing: Recompute the backbone's activations in the backward pass instead of
             storing them (``torch.utils.checkpoint``): less memory, about one extra forward of compute.
         optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see
-            :class:`~project.engine.BaseModule`. The CLI links ``num_classes`` and ``in_channels`` from
+            ``BaseModule`` (the engine's). The CLI links ``num_classes`` and ``in_channels`` from
             the DataModule's ``num_classes`` and ``dims[0]``.
 
     Shapes:
@@ -44,7 +44,7 @@ class ImageClassifier(BaseModule):
         batches: ``(images [B, C, H, W] float32, labels [B] int64)``.
     """
 
-    #: Input and output names of an exported (ONNX) model, see ``project.engine.commands.export``.
+    #: Input and output names of an exported (ONNX) model (the ``export`` command).
     export_names = ("images", "logits")
 
     def __init__(
@@ -67,7 +67,9 @@ class ImageClassifier(BaseModule):
                 "f1": MulticlassF1Score(num_classes, average="macro", ignore_index=IGNORE_INDEX),
             }
         )
-        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)
+        super().__init__(
+            optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics
+        )
         backbone = backbone(in_channels)
         out_features = getattr(backbone, "out_features", None)
         if not isinstance(out_features, int):

@@ -45,7 +45,7 @@ class TabularRegressor(BaseModule):
 
     target_mean: Tensor
     target_std: Tensor
-    #: Input and output names of an exported (ONNX) model, see ``project.engine.commands.export``.
+    #: Input and output names of an exported (ONNX) model (the ``export`` command).
     export_names = ("features", "predictions")
 
     def __init__(
@@ -61,7 +61,9 @@ class TabularRegressor(BaseModule):
         metrics = MetricCollection(
             {"mae": MeanAbsoluteError(), "rmse": MeanSquaredError(squared=False), "r2": R2Score()}
         )
-        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)
+        super().__init__(
+            optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics
+        )
         if in_features < 1:
             raise ValueError(f"in_features={in_features}: need at least one input feature")
         if any(size < 1 for size in hidden_sizes):

@@ -11,12 +11,15 @@ import torch
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
+from ..errors import ConfigError
+
 
 class CSVPredictionWriter(BasePredictionWriter):
     """Write one CSV row per predicted sample after ``trainer.predict``.
 
-    Each ``predict_step`` must return a dict of ``[B]`` or ``[B, K]`` tensors (for the classifier:
-    ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``). Columns are ``index``
+    Each ``predict_step`` returns a dict of ``[B]`` or ``[B, K]`` tensors (for the classifier:
+    ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``), or one such tensor
+    (the column ``pred``). Columns are ``index``
     (the sample's position in the predict dataset), ``input`` when the DataModule names its inputs
     (``predict_names``: the file name, or ``file:line`` of a CSV row, for ``--data.predict_path``),
     then the dict's keys in order; a ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ...
@@ -45,17 +48,18 @@ class CSVPredictionWriter(BasePredictionWriter):
         """Write all predictions of the epoch (dataloader 0) to the CSV and print its path.
 
         Raises:
-            TypeError: ``predict_step`` returned something other than a dict.
+            ConfigError: ``predict_step`` returned something other than a tensor or a dict of them.
         """
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
         path = folder / self.filename
         batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
+        batches = [{"pred": batch} if isinstance(batch, torch.Tensor) else batch for batch in batches]
         for batch in batches:
             if not isinstance(batch, dict):
-                raise TypeError(
-                    f"predict_step returned {type(batch).__name__}; CSVPredictionWriter needs a dict "
-                    "of [B] tensors such as {'pred': ..., 'prob': ...}"
+                raise ConfigError(
+                    f"predict_step returned {type(batch).__name__}; the predictions CSV needs a tensor "
+                    "[B] or [B, K], or a dict of them such as {'pred': ..., 'prob': ...}"
                 )
         columns: dict[str, torch.Tensor] = {}
         for key in batches[0] if batches else ():

@@ -7,6 +7,7 @@ from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
+from torchmetrics import Metric, MetricCollection
 
 from ..progress import stdout_is_terminal
 
@@ -79,10 +80,41 @@ class LineProgressBar(ProgressBar):
         )
 
 
+class _WithoutMetricRows(ModelSummary):
+    """A model summary without the rows of metric objects (torchmetrics modules: no parameters, no
+    shapes; a BaseModule has a dozen of them)."""
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Note the metric modules, then summarise as Lightning does."""
+        self._metric_names = {
+            name for name, module in pl_module.named_modules() if isinstance(module, Metric)
+        }
+        self._metric_names |= {
+            name for name, module in pl_module.named_modules() if isinstance(module, MetricCollection)
+        }
+        super().on_fit_start(trainer, pl_module)
+
+    def summarize(self, summary_data: list[tuple[str, list[str]]], *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """Lightning's table, its metric rows left out and the rows numbered again."""
+        names = dict(summary_data)["Name"]
+        keep = [i for i, name in enumerate(names) if name not in self._metric_names]
+        rows = [(column, [values[i] for i in keep]) for column, values in summary_data]
+        rows[0] = (rows[0][0], [str(i) if rows[0][1][i].strip() else " " for i in range(len(keep))])
+        super().summarize(rows, *args, **kwargs)
+
+
+class PlainModelSummary(_WithoutMetricRows, ModelSummary):
+    """Lightning's plain-text model summary without metric rows."""
+
+
+class RichSummary(_WithoutMetricRows, RichModelSummary):
+    """Lightning's rich (terminal) model summary without metric rows."""
+
+
 def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
     """The progress display and model summary this project adds unless the config chose its own: on
-    a terminal Lightning's bar and ``RichModelSummary``; otherwise plain lines
-    (:class:`LineProgressBar`) and the plain ``ModelSummary``; depth 3 reaches the backbone's layers."""
+    a terminal Lightning's bar and the rich summary; otherwise plain lines (:class:`LineProgressBar`)
+    and the plain summary; depth 3 reaches the backbone's layers, metric objects left out."""
     extra: list[Callback] = []
     terminal = stdout_is_terminal()
     progress = trainer_config.get("enable_progress_bar") is not False and not terminal
@@ -90,5 +122,5 @@ def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Call
         extra.append(LineProgressBar())
     summary = trainer_config.get("enable_model_summary") is not False
     if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
-        extra.append((RichModelSummary if terminal else ModelSummary)(max_depth=3))
+        extra.append((RichSummary if terminal else PlainModelSummary)(max_depth=3))
     return extra

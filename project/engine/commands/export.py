@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 from torchmetrics.functional import accuracy, mean_absolute_error
 
-from ..errors import DataError, ProjectError
+from ..errors import ConfigError, DataError, ProjectError
 
 #: The package whose command this is (``project``; a generated repo's own name).
 PACKAGE = __package__.split(".")[0]
@@ -167,18 +167,38 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
     return "MAE", float(mean_absolute_error(outputs, targets))
 
 
-def parity_batch(loader: DataLoader[Any], size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """The inputs of the first ``size`` samples of ``loader``'s dataset, ``[min(size, N), ...]``: one batch
-    of ``loader``'s ``collate_fn``, however small the run's ``batch_size``.
+def parity_batch(model: Any, datamodule: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
+    """The inputs to trace and check the export on, ``[B, ...]``: the first ``size`` samples of the
+    DataModule's test split (one batch of its loader's ``collate_fn``, however small the run's
+    ``batch_size``), or, for a DataModule without a ``test_dataloader``, the model's
+    ``example_input_array``.
 
     Raises:
-        DataError: the loader's dataset (the test split) is empty.
+        DataError: the test split is empty.
+        ConfigError: neither a test split nor an ``example_input_array`` gives an input tensor.
     """
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
     from ..runs import split_batch
 
-    for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
-        return split_batch(batch)[0]
-    raise DataError("the test split is empty: nothing to check the export on")
+    if datamodule is not None and is_overridden("test_dataloader", datamodule):
+        datamodule.setup("test")
+        loader = datamodule.test_dataloader()
+        for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
+            inputs = split_batch(batch)[0]
+            if isinstance(inputs, Tensor):
+                return inputs
+            break
+        else:
+            raise DataError("the test split is empty: nothing to check the export on")
+    example = getattr(model, "example_input_array", None)
+    if isinstance(example, Tensor):
+        return example
+    raise ConfigError(
+        f"export needs an input tensor to trace {type(model).__name__} on: a DataModule whose "
+        "test_dataloader yields (inputs, target) batches with a tensor as inputs, or the model's "
+        "example_input_array (set it in __init__, e.g. self.example_input_array = torch.zeros(2, 1, 8, 8))"
+    )
 
 
 def export_checkpoint(
@@ -201,12 +221,15 @@ def export_checkpoint(
 
     model = load_model(ckpt_path)
     datamodule = load_datamodule(config_path)
-    datamodule.setup("test")
-    batch = parity_batch(datamodule.test_dataloader())
+    batch = parity_batch(model, datamodule)
     metrics: dict[str, float] = {}
     metric = "accuracy"
     eager: Any = model
     if quantize == "dynamic":
+        from lightning.pytorch.utilities.model_helpers import is_overridden
+
+        if not is_overridden("test_dataloader", datamodule):
+            raise ConfigError("--quantize measures the test metric before and after: needs a test_dataloader")
         # per-tensor weight scale, activation scale per batch; the API is deprecated in favour of torchao
         # but works on CPU in torch 2.x (its warning is silenced)
         with warnings.catch_warnings():
@@ -231,9 +254,8 @@ def main(args: list[str]) -> None:
     on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
     from jsonargparse import ArgumentParser
 
-    from ..runs import resolve_checkpoint, run_config_of
     from ..provenance import collect, write_provenance
-    from ..runs import add_run_folder_arguments, create_run_dir
+    from ..runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_config_of
 
     parser = ArgumentParser(prog=f"python -m {PACKAGE} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")

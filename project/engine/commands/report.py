@@ -88,12 +88,21 @@ def write_report(
     records, :func:`~project.runs.best_checkpoint_of`) / ``config.yaml``."""
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
-    memory_keys = sorted({key for row in rows for key in row if key.startswith("memory/")})
+    logged = {key for row in rows for key in row}
+
+    def stages(name: str) -> list[str]:  # train/<name> or train_<name> (a plain LightningModule's keys)
+        return [
+            key
+            for stage in ("train", "val")
+            for key in (f"{stage}/{name}", f"{stage}_{name}")
+            if key in logged
+        ]
+
     plots = {
-        "loss": (["train/loss", "val/loss"], "step", "Loss", "loss"),
-        "accuracy": (["train/acc", "val/acc"], "epoch", "Accuracy", "accuracy"),
+        "loss": (stages("loss") or ["train/loss", "val/loss"], "step", "Loss", "loss"),
+        "accuracy": (stages("acc") or ["train/acc", "val/acc"], "epoch", "Accuracy", "accuracy"),
         "lr": (["train/lr"], "step", "Learning rate schedule", "learning rate"),
-        "memory": (memory_keys, "step", "Memory", "MiB"),
+        "memory": (sorted(key for key in logged if key.startswith("memory/")), "step", "Memory", "MiB"),
     }
     written: dict[str, Path] = {}
     for name, (keys, x, title, ylabel) in plots.items():
@@ -112,9 +121,15 @@ def write_report(
     if not config.is_file():
         print(f"skipped confusion_matrix.png: needs {config}")
         return written
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
     from ..runs import load_datamodule, load_model, predict_test_split
 
-    logits, targets = predict_test_split(load_model(ckpt), load_datamodule(config), desc="confusion matrix")
+    datamodule = load_datamodule(config)
+    if not is_overridden("test_dataloader", datamodule):
+        print(f"skipped confusion_matrix.png: {type(datamodule).__name__} has no test_dataloader")
+        return written
+    logits, targets = predict_test_split(load_model(ckpt), datamodule, desc="confusion matrix")
     if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
         print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
     elif len(targets):
