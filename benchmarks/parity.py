@@ -1,13 +1,14 @@
 """Parity: the template's ``fit`` against a hand-written PyTorch loop and a bare Lightning ``Trainer``.
 
-Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR schedule
-(linear warmup + cosine, :func:`project.engine.schedules.warmup_cosine_factor`), gradient clipping
-(total norm 1.0), seed and batch order three ways, in one process, alternating the runs:
+Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR
+schedule (linear warmup + cosine, :func:`project.engine.schedules.warmup_cosine_factor`),
+gradient clipping (total norm 1.0), seed and batch order three ways, in one process, alternating the
+runs:
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
-  with :func:`project.engine.resume.epoch_seed` exactly like the template's ``ExactResume`` callback
-  and calling the training sampler's ``set_epoch`` as Lightning does;
+  with :func:`project.engine.resume.epoch_seed` exactly like the template's ``ExactResume``
+  callback and calling the training sampler's ``set_epoch`` as Lightning does;
 - ``template``: ``ProjectCLI(...).trainer.fit`` with the default experiment's model (its
   ``lr_scheduler`` is the warmup-cosine :class:`~project.engine.schedules.WarmupCosineLR`), every
   default callback, metric, logger and the progress bar (checkpoint writing is timed separately and

@@ -14,7 +14,7 @@ import requests  # noqa: F401  # see below
 
 from project.engine.cli import ProjectCLI
 
-# The first W&B run of a process (the template's default logger) imports requests and urllib3, whose
+# The first W&B run of a process (when W&B is the logger) imports requests and urllib3, whose
 # import adds warning filters: the leak check would blame the first test here. Imported now, they are
 # part of every test's starting state.
 

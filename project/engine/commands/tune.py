@@ -1,7 +1,7 @@
-"""``python -m project lr_find`` and ``python -m project scale_batch_size``: tuning from the CLI, with
-the same config files and overrides as ``fit``. Each creates a run folder ``logs/<timestamp>_<command>/``,
-writes a small config there that applies its suggestion, and prints the ``fit`` command that reruns the
-experiment with it (:func:`rerun_command`).
+"""``python -m project lr_find`` and ``python -m project scale_batch_size``:
+tuning from the CLI, with the same config files and overrides as ``fit``. Each creates a run folder
+``logs/<timestamp>_<command>/``, writes a small config there that applies its suggestion, and prints
+the ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
 """
 
 from __future__ import annotations
