@@ -43,7 +43,7 @@ from project.data import (  # noqa: E402
     MNISTDataModule,
     SyntheticDataModule,
 )
-from project.data.base import BaseDataModule  # noqa: E402
+from project.engine import BaseDataModule  # noqa: E402
 
 VAL_SIZE = 5000
 SETTINGS: list[tuple[int, bool]] = [(0, False), (1, False), (1, True), (2, False), (2, True)]

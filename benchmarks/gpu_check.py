@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from project.cli import ProjectCLI
+from project.engine.cli import ProjectCLI
 
 
 class Timer(Callback):

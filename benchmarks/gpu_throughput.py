@@ -33,7 +33,7 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
 
 import parity  # noqa: E402
 
-from project.cli import ProjectCLI  # noqa: E402
+from project.engine.cli import ProjectCLI  # noqa: E402
 
 #: (label, precision, channels_last, compile)
 CONFIGS: list[tuple[str, str, bool, bool]] = [

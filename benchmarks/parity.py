@@ -1,21 +1,23 @@
 """Parity: the template's ``fit`` against a hand-written PyTorch loop and a bare Lightning ``Trainer``.
 
-Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR schedule
-(linear warmup + cosine, :func:`project.callbacks.warmup_cosine_factor`), gradient clipping
-(total norm 1.0), seed and batch order three ways, in one process, alternating the runs:
+Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR
+schedule (linear warmup + cosine, :func:`project.engine.schedules.warmup_cosine_factor`),
+gradient clipping (total norm 1.0), seed and batch order three ways, in one process, alternating the
+runs:
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
-  with :func:`project.callbacks.epoch_seed` exactly like the template's ``ExactResume``
-  callback and
-  calling the training sampler's ``set_epoch`` as Lightning does;
-- ``template``: ``ProjectCLI(...).trainer.fit`` with every default callback, metric, logger and the
-  progress bar (checkpoint writing is timed separately and reported on its own line);
+  with :func:`project.engine.resume.epoch_seed` exactly like the template's ``ExactResume``
+  callback and calling the training sampler's ``set_epoch`` as Lightning does;
+- ``template``: ``ProjectCLI(...).trainer.fit`` with the default experiment's model (its
+  ``lr_scheduler`` is the warmup-cosine :class:`~project.engine.schedules.WarmupCosineLR`), every
+  default callback, metric, logger and the progress bar (checkpoint writing is timed separately and
+  reported on its own line);
 - ``bare``: ``lightning.Trainer`` with no callbacks, logger, checkpointing or progress bar and a minimal
   LightningModule around the same network (schedule as a per-step ``LambdaLR``, reseeding in a hook);
 - ``template -<group>``: the template with one of its own callbacks switched off
-  (``--<group>.enabled=false``), and with the progress bar / logger off, so each one's cost is its own
-  number.
+  (``--<group>.enabled=false``), and with the LR scheduler / progress bar / logger off, so each one's
+  cost is its own number.
 
 The final train loss of ``plain``, ``template`` and ``bare`` must agree to 5 decimals (numpy's
 ``assert_almost_equal(decimal=5)``); otherwise the script exits with an error. Dropout is set to 0 so
@@ -53,6 +55,7 @@ import numpy as np
 import torch
 from jsonargparse import Namespace
 from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.nn import functional as F
 
@@ -60,18 +63,21 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
 
-from project.callbacks import epoch_seed, warmup_cosine_factor  # noqa: E402
-from project.cli import ProjectCLI  # noqa: E402
 from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
+from project.engine.cli import ProjectCLI  # noqa: E402
+from project.engine.resume import epoch_seed  # noqa: E402
+from project.engine.runs import finish_wandb_run  # noqa: E402
+from project.engine.schedules import warmup_cosine_factor  # noqa: E402
 from project.models import SimpleCNN  # noqa: E402
 
 #: Our callbacks' config groups, each switched off in turn with ``--<group>.enabled=false``. Groups
 #: found in the CLI that are not listed here are added automatically (any top-level group with an
 #: ``enabled`` field); a group listed here that the CLI does not have is an error.
-CALLBACK_GROUPS: list[str] = ["lr_schedule", "memory", "exact_resume", "health"]
+CALLBACK_GROUPS: list[str] = ["memory", "exact_resume", "training_monitor", "health", "interruption"]
 
 #: Further template defaults switched off one at a time: name -> command-line overrides.
 OTHER_ABLATIONS: dict[str, list[str]] = {
+    "lr_scheduler": ["--model.lr_scheduler=null"],  # the warmup-cosine schedule (the loss changes)
     "progress_bar": ["--trainer.enable_progress_bar=false"],
     "logger": ["--trainer.logger=false"],
 }
@@ -82,11 +88,11 @@ OTHER_ABLATIONS: dict[str, list[str]] = {
 _clock: Callable[[], float] = time.perf_counter
 
 # The template's defaults that the plain loop and the bare Trainer reproduce.
-CLIP_NORM = 1.0  # TRAINER_DEFAULTS gradient_clip_val (algorithm "norm")
-WARMUP_FRACTION = 0.05  # WarmupCosineSchedule defaults
-WARMUP_START_FACTOR = 0.01
-MIN_LR_FACTOR = 0.01
-LOG_EVERY_N_STEPS = 10  # TRAINER_DEFAULTS log_every_n_steps
+CLIP_NORM = 1.0  # project/engine/defaults.yaml trainer.gradient_clip_val (algorithm "norm")
+WARMUP_FRACTION = 0.05  # project/configs/default.yaml model.lr_scheduler (WarmupCosineLR)
+WARMUP_START_FACTOR = 0.01  # WarmupCosineLR's default
+MIN_LR_FACTOR = 0.01  # project/configs/default.yaml
+LOG_EVERY_N_STEPS = 10  # project/engine/defaults.yaml trainer.log_every_n_steps
 
 
 class SmallResNet(nn.Module):
@@ -382,8 +388,9 @@ class Breakdown(Callback):
     """Clock time spent inside each part of the template during the epochs after the first.
 
     Wraps, on one template run: every ``on_*`` hook that a callback overrides (one row per callback
-    class), the model's ``log`` (every ``self.log``/``log_dict`` call, whoever makes it), its metric
-    collections' ``update`` and ``compute``, and each logger's ``log_metrics``/``save``. Rows
+    class; the checkpoint callbacks share one), the model's ``lr_scheduler_step`` (Lightning steps every
+    LR scheduler through it), its ``log`` (every ``self.log``/``log_dict`` call, whoever makes it), its
+    metric collections' ``update`` and ``compute``, and each logger's ``log_metrics``/``save``. Rows
     overlap where one part calls another (a callback's row includes the ``self.log`` calls it makes).
     Unlike the switched-off runs, this does not depend on two noisy runs agreeing to a few ms.
     """
@@ -415,11 +422,17 @@ class Breakdown(Callback):
         for callback in list(trainer.callbacks):  # type: ignore[attr-defined]
             if isinstance(callback, (Breakdown, EpochClock)):
                 continue
-            label = f"callback {type(callback).__name__}"
+            # best.ckpt and last.ckpt: one row, from which the checkpoint writing is subtracted
+            label = (
+                "callback ModelCheckpoint"
+                if isinstance(callback, ModelCheckpoint)
+                else f"callback {type(callback).__name__}"
+            )
             for name in dir(type(callback)):
                 overridden = getattr(type(callback), name) is not getattr(Callback, name, None)
                 if name.startswith("on_") and overridden:
                     self.wrap(callback, name, label)
+        self.wrap(model, "lr_scheduler_step", "LR scheduler steps (warmup-cosine)")
         self.wrap(model, "log", "self.log calls (all, whoever makes them)")
         for stage in ("train", "val"):
             metrics = getattr(model, f"{stage}_metrics")
@@ -520,7 +533,7 @@ def run_template(
         cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     seconds = _clock() - start
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        cli.finish_wandb()  # close the W&B run (untimed), so the next run and the clean-up start clean
+        finish_wandb_run()  # close the W&B run (untimed), so the next run and the clean-up start clean
     epoch_seconds = later_epochs(clock.epoch_starts, clock.end, saves)
     return Result(seconds, sum(seconds for _, seconds in saves), float(last_loss), epoch_seconds)
 
@@ -725,7 +738,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
         writing = parts.pop("checkpoint writing", 0.0)
         if "callback ModelCheckpoint" in parts:
-            parts["callback ModelCheckpoint (writing excluded)"] = (
+            parts["callbacks BestCheckpoint + LastCheckpoint (writing excluded)"] = (
                 parts.pop("callback ModelCheckpoint") - writing
             )
         summary["breakdown_seconds_per_epoch"] = parts

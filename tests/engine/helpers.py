@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from fixture_task import TinyClassifier, TinyImages
+from fixture_task import PlainClassifier, TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 from torch.utils.data import TensorDataset
@@ -365,3 +366,21 @@ class BlockedTestClassifier(TinyClassifier):
             torch.distributed.barrier()
         else:
             time.sleep(600)
+
+
+class ScriptedLossClassifier(TinyClassifier):
+    """Its training loss at global step ``t`` is ``2 + 0.1 * sin(t)`` whatever the LR (the parameters
+    enter with weight 0, so there is a gradient): the curve an LR finder must record step by step."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+        return 2.0 + 0.1 * math.sin(self.trainer.global_step) + 0.0 * self.head.weight.sum()
+
+
+class FixedLRClassifier(PlainClassifier):
+    """A plain module whose optimizer's LR is written in ``configure_optimizers``: no LR argument."""
+
+    def __init__(self, num_classes: int = 4) -> None:
+        super().__init__(num_classes)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -1,32 +1,41 @@
 """``python -m project lr_find`` and ``python -m project scale_batch_size``:
-Lightning's ``Tuner`` from the CLI, with the same config files and overrides as ``fit``. Each creates a
-run folder ``logs/<timestamp>_<command>/``, writes a small config there that applies its suggestion,
-and prints the ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
+tuning from the CLI, with the same config files and overrides as ``fit``. Each creates a run folder
+``logs/<timestamp>_<command>/``, writes a small config there that applies its suggestion, and prints
+the ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import shlex
-from collections.abc import Sequence, Sized
+from collections.abc import Iterator, Mapping, Sequence, Sized
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from lightning.pytorch.cli import LightningArgumentParser
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.cli import LightningArgumentParser, SaveConfigCallback
 from lightning.pytorch.tuner import Tuner
 
 from ..cli import ProjectCLI
-from ..errors import ProjectError
+from ..errors import ConfigError, ProjectError
+from ..provenance import Provenance
 
 #: The package whose command this is (``project``; a generated repo's own name).
 PACKAGE = __package__.split(".")[0]
 
 
 class _TuneCLI(ProjectCLI):
-    """ProjectCLI without a subcommand: parses fit-style arguments and builds model, data, trainer."""
+    """ProjectCLI without a subcommand for the tuning ``command``: parses fit-style arguments and builds
+    model, data and trainer (logger off) in a run folder ``<timestamp>_<command>``."""
+
+    def __init__(self, command: str, args: list[str]) -> None:
+        self.run_label = command  # this instance's run folder suffix
+        super().__init__(args=args, run=False)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the ``--tune.*`` options."""
@@ -37,39 +46,78 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: most tries.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2)."""
+        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2); switch
+        the logger off, and for ``lr_find`` run exactly ``--tune.num_training`` training steps (no
+        validation, no epoch limit)."""
         super().parse_arguments(parser, args)
-        tune = self.config.tune
+        tune, trainer = self.config.tune, self.config.trainer
         if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
             parser.error(f"{given}: need 0 < min_lr < max_lr, num_training >= 2 and max_trials >= 1")
+        trainer.logger = False
+        if self.run_label == "lr_find":
+            trainer.max_steps, trainer.max_epochs, trainer.limit_val_batches = tune.num_training, -1, 0
 
 
-def _cli(command: str, args: list[str]) -> _TuneCLI:
-    # The LR range test drives the LR itself and makes the loss diverge on purpose.
-    defaults = ["--lr_schedule.enabled=false", "--health.enabled=false", "--trainer.logger=false"]
-    _TuneCLI.run_label = command
-    return _TuneCLI(args=[*defaults, *args], run=False)
+@contextmanager
+def _tune_cli(command: str, args: list[str]) -> Iterator[_TuneCLI]:
+    """The CLI of ``command``; afterwards the environment is as before (``seed_everything``'s variables,
+    the run folder's), as :class:`ProjectCLI` leaves it after a subcommand."""
+    environ = dict(os.environ)
+    try:
+        yield _TuneCLI(command, args)
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
-def unsmooth_lightning_losses(smoothed: Sequence[float], beta: float = 0.98) -> np.ndarray:
-    """The per-step training losses (float64 ``[T]``) behind the curve Lightning's LR finder records
-    with the smoothing factor ``beta`` (``_LRCallback(beta=0.98)``, fastai's value).
+class LRRangeTest(Callback):
+    """The LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks", section
+    3.3) as the callback of one ``fit``: optimizer step ``t`` of ``num_steps`` runs with the LR
+    ``min_lr * (max_lr / min_lr) ** (t / (num_steps - 1))`` in every param group, and :attr:`lrs` and
+    :attr:`losses` record each step's LR and raw training loss (what ``training_step`` returned; NaN
+    for nothing). The run stops after the first non-finite loss.
 
-    Lightning 2.6 (``tuner.lr_finder._LRCallback``) records ``s_t = a_t / (1 - beta**(t + 2))`` with
-    ``a_t = beta * a_{t-1} + (1 - beta) * loss_t`` at optimizer step ``t`` (its bias correction is one
-    step off), so its curve starts at about half the true loss and climbs for ~50 steps. This inverts
-    that formula (a test pins it); from the first non-finite value on, the result is NaN.
+    The model's LR schedulers are dropped for the run (as Lightning's ``lr_find`` drops them): the test
+    sets the LR itself, and a ``ReduceLROnPlateau`` would wait for a validation metric it never computes.
+
+    Raises:
+        ConfigError: the model has more than one optimizer.
     """
-    raw = np.full(len(smoothed), np.nan)
-    previous = 0.0
-    for t, value in enumerate(smoothed):
-        if not math.isfinite(value):
-            return raw  # Lightning stopped updating its average; nothing after it can be recovered
-        average = value * (1 - beta ** (t + 2))
-        raw[t] = (average - beta * previous) / (1 - beta)
-        previous = average
-    return raw
+
+    def __init__(self, min_lr: float, max_lr: float, num_steps: int) -> None:
+        self.schedule = np.geomspace(min_lr, max_lr, num_steps)
+        self.lrs: list[float] = []
+        self.losses: list[float] = []
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Check for one optimizer; drop the model's LR schedulers."""
+        count = len(trainer.optimizers)
+        if count != 1:
+            raise ConfigError(
+                f"lr_find tests the LR of one optimizer; {type(pl_module).__name__} has {count}"
+            )
+        trainer.strategy.lr_scheduler_configs = []
+
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        """Set the LR of the coming optimizer step."""
+        lr = float(self.schedule[min(trainer.global_step, len(self.schedule) - 1)])
+        for group in trainer.optimizers[0].param_groups:
+            group["lr"] = lr
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Record the step's LR and loss (once per optimizer step when gradients accumulate)."""
+        if trainer.global_step == len(self.losses):
+            return  # accumulating: no optimizer step yet
+        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
+        self.losses.append(math.nan if loss is None else float(loss))
+        if not math.isfinite(self.losses[-1]):
+            trainer.should_stop = True
 
 
 @dataclass
@@ -82,7 +130,7 @@ class LRSuggestion:
     warnings: list[str]
 
 
-def suggest_lr(lrs: Sequence[float], losses: Sequence[float] | np.ndarray) -> LRSuggestion:
+def suggest_lr(lrs: Sequence[float] | np.ndarray, losses: Sequence[float] | np.ndarray) -> LRSuggestion:
     """Suggest an initial LR from the per-step LRs and raw training losses, ``[T]`` each (Smith 2017,
     section 3.3): the steepest descent of the loss per decade of LR before its minimum.
 
@@ -135,32 +183,32 @@ def rerun_command(args: Sequence[str], suggestion: Path) -> str:
     return shlex.join(["python", "-m", PACKAGE, "fit", *kept, "--config", str(suggestion)])
 
 
-def lr_find(args: list[str]) -> tuple[float, Path]:
-    """Run the LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks";
-    ``Tuner.lr_find``) from ``--tune.min_lr`` to ``--tune.max_lr`` over ``--tune.num_training`` steps,
-    with the warmup-cosine callback, the health checks and the logger off (the loss is meant to blow up
-    at the end). Writes ``lr_find.png`` (raw and smoothed training loss vs LR, the suggestion marked) and
-    ``suggested_lr.yaml`` with the :func:`suggest_lr` LR (not Lightning's ``suggestion()``, see
-    :func:`unsmooth_lightning_losses`); returns that LR and the config's path.
+def lr_find(args: list[str]) -> tuple[float, Path | None]:
+    """Run the LR range test (:class:`LRRangeTest`) from ``--tune.min_lr`` to ``--tune.max_lr`` over
+    ``--tune.num_training`` steps of one ``fit`` on the training split, without validation, checkpoints,
+    health checks (the loss is meant to blow up at the end), progress bar or logger. Writes into the run
+    folder ``lr_find.csv`` (``lr,loss`` per step), ``lr_find.png`` (loss and smoothed loss vs LR, the
+    suggestion marked) and ``suggested_lr.yaml`` with the :func:`suggest_lr` LR, set as
+    ``model.init_args.optimizer`` for a model with an ``optimizer`` argument (e.g. ``BaseModule``), else as
+    its ``lr`` or ``learning_rate`` argument; a model with none of them gets no file, and the printed
+    lines say how to use the LR. Returns the LR and the file (or ``None``).
 
     Raises:
         ProjectError: too few finite losses to suggest an LR (exit code 1; the plot is written).
+        ConfigError: the model has more than one optimizer (exit code 2).
     """
     from .report import new_figure
 
-    cli = _cli("lr_find", args)  # bad --tune.* values stopped there (exit 2), before any run folder
-    options = cli.config.tune
-    finder = Tuner(cli.trainer).lr_find(
-        cli.model,
-        datamodule=cli.datamodule,
-        min_lr=options.min_lr,
-        max_lr=options.max_lr,
-        num_training=options.num_training,
-        update_attr=False,
-    )
-    assert finder is not None  # None only on ranks > 0; the tuning commands run in one process
-    lrs = list(finder.results["lr"])
-    losses = unsmooth_lightning_losses(finder.results["loss"])
+    with _tune_cli("lr_find", args) as cli:  # bad --tune.* values stop here (exit 2), before a run folder
+        options = cli.config.tune
+        test = LRRangeTest(options.min_lr, options.max_lr, options.num_training)
+        # only what records the run stays (config.yaml, provenance): no checkpoints, checks or progress
+        kept = [cb for cb in cli.trainer.callbacks if isinstance(cb, (SaveConfigCallback, Provenance))]  # type: ignore[attr-defined]
+        cli.trainer.callbacks = [test, *kept]  # type: ignore[attr-defined]
+        print(f"lr_find: {options.num_training} steps, LR from {options.min_lr:.3g} to {options.max_lr:.3g}")
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    lrs, losses = np.array(test.lrs), np.array(test.losses)
+    np.savetxt(cli.run_dir / "lr_find.csv", np.c_[lrs, losses], "%.9g", ",", header="lr,loss", comments="")
     found = suggest_lr(lrs, losses)
     plot = cli.run_dir / "lr_find.png"
     figure, axes = new_figure()
@@ -181,15 +229,28 @@ def lr_find(args: list[str]) -> tuple[float, Path]:
             f"lr_find could not suggest an LR (too few finite losses); see {plot} and try more "
             "--tune.num_training steps or a narrower --tune.min_lr/--tune.max_lr range"
         )
-    optimizer = cli.config.model.init_args.get("optimizer") or {}
-    optimizer_class = optimizer.get("class_path", "torch.optim.AdamW")
-    path = cli.run_dir / "suggested_lr.yaml"
-    suggestion = {"optimizer": {"class_path": optimizer_class, "init_args": {"lr": found.lr}}}
-    comment = f"LR suggested by lr_find for {optimizer_class} on {cli.config.model.get('class_path')}"
-    _write_config(path, {"model": {"init_args": suggestion}}, comment)
-    print(f"Suggested LR: {found.lr:.3g} for {optimizer_class} (plot: {plot})")
+    model_class = cli.config.model.get("class_path")
+    init_args = cli.config.model.get("init_args") or {}
+    name = next((name for name in ("optimizer", "lr", "learning_rate") if name in init_args), None)
+    setting: Any = found.lr
+    target = f"{model_class}'s {name}"
+    if name == "optimizer":  # jsonargparse gives even a default optimizer class a class_path
+        optimizer = init_args["optimizer"].get("class_path")
+        target, setting = (
+            f"{optimizer} on {model_class}",
+            {"class_path": optimizer, "init_args": {"lr": found.lr}},
+        )
+    print(f"Suggested LR: {found.lr:.3g}" + (f" for {target}" if name else "") + f" (plot: {plot})")
     for note in found.warnings:
         print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
+    if name is None:
+        print(
+            f"{model_class} has no optimizer, lr or learning_rate argument: set lr={found.lr:.3g} where its "
+            "configure_optimizers builds the optimizer"
+        )
+        return found.lr, None
+    path = cli.run_dir / "suggested_lr.yaml"
+    _write_config(path, {"model": {"init_args": {name: setting}}}, f"LR suggested by lr_find for {target}")
     print(f"Use it: {rerun_command(args, path)}")
     return found.lr, path
 
@@ -203,23 +264,23 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     of the written config. The trials are capped so that the last size is at most the training split
     (Lightning stops only once it reaches the split: 2,048 on 1,168 samples); the message says which
     limit ended the search."""
-    cli = _cli("scale_batch_size", args)
-    start = int(getattr(cli.datamodule, "batch_size", 2))
-    requested = int(cli.config.tune.max_trials)
-    cli.datamodule.setup("fit")
-    dataset = cli.datamodule.train_dataloader().dataset
-    samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
-    trials = requested
-    if samples is not None:
-        if start > samples:
-            cli.parser.error(
-                f"data.batch_size={start} is larger than the training split ({samples} samples); "
-                f"start from a smaller --data.batch_size"
-            )
-        trials = min(requested, math.floor(math.log2(samples / start)) + 1)
-    tuner = Tuner(cli.trainer)
-    size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
-    assert size is not None  # None only on ranks > 0; the tuning commands run in one process
+    with _tune_cli("scale_batch_size", args) as cli:
+        start = int(getattr(cli.datamodule, "batch_size", 2))
+        requested = int(cli.config.tune.max_trials)
+        cli.datamodule.setup("fit")
+        dataset = cli.datamodule.train_dataloader().dataset
+        samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
+        trials = requested
+        if samples is not None:
+            if start > samples:
+                cli.parser.error(
+                    f"data.batch_size={start} is larger than the training split ({samples} samples); "
+                    f"start from a smaller --data.batch_size"
+                )
+            trials = min(requested, math.floor(math.log2(samples / start)) + 1)
+        tuner = Tuner(cli.trainer)
+        size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
+        assert size is not None  # None only on ranks > 0; the tuning commands run in one process
     if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
         reason = f"batch size {size * 2} ran out of memory"
     elif size >= LIGHTNING_MAX_BATCH_SIZE:
