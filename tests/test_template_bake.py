@@ -560,7 +560,7 @@ def test_a_repo_whose_example_is_replaced_by_a_plain_lightning_task_stays_green(
     name = "tensorboard-minimal-apache-nogha"
     repo = tmp_path / "repo"
     shutil.copytree(baked[name], repo, symlinks=True)
-    package = package_of(name, repo)
+    package = package_of(name, baked[name])  # (the name comes from the baked folder's, not the copy's)
     replace_the_example(repo, package)
     env = subprocess_env(repo, tmp_path)
     env["WANDB_MODE"] = "disabled"
