@@ -8,7 +8,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-
 from project.cli import ProjectCLI
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ import pytest
 import torch
 import yaml
 from conftest import rerun_suggestion
+from project.cli import ProjectCLI
 
 from project import tuning
-from project.cli import ProjectCLI
 
 QUICK = [
     "--tune.num_training=20",

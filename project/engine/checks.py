@@ -166,14 +166,26 @@ def check_saved_model(saved: dict[str, Any], subcommand: str | None, ckpt_path: 
         )
 
 
-def check_removed_groups(config_files: list[Any]) -> None:
-    """Raise :class:`ConfigError` naming the change when a ``--config`` file (each parsed on its own)
-    has a top-level group of :data:`REMOVED_GROUPS`, e.g. an old run's ``config.yaml``."""
-    for file in config_files:
-        path = Path(str(getattr(file, "relative", file)))
-        content = yaml.safe_load(path.read_text()) if path.is_file() else None
-        for group in sorted(set(content or {}) & set(REMOVED_GROUPS)) if isinstance(content, dict) else []:
-            raise ConfigError(f"{path}: `{group}` was replaced by {REMOVED_GROUPS[group]}")
+def check_removed_keys(config_file: Any) -> None:
+    """Raise :class:`ConfigError` naming the change when a config file (parsed on its own, before
+    jsonargparse reads it) has a top-level group of :data:`REMOVED_GROUPS` or a model argument of
+    :data:`REMOVED_MODEL_ARGUMENTS`, e.g. the ``config.yaml`` of a run made by an older version."""
+    path = Path(str(config_file))
+    content = yaml.safe_load(path.read_text()) if path.is_file() else None
+    if not isinstance(content, dict):
+        return
+    model = content.get("model")
+    init_args = model.get("init_args") if isinstance(model, dict) else None
+    changes = [
+        f"`{group}` was replaced by {REMOVED_GROUPS[group]}"
+        for group in sorted(set(content) & set(REMOVED_GROUPS))
+    ]
+    changes += [
+        f"`model.{name}` was replaced by {REMOVED_MODEL_ARGUMENTS[name]}"
+        for name in sorted(set(init_args or {}) & set(REMOVED_MODEL_ARGUMENTS))
+    ]
+    if changes:
+        raise ConfigError(f"{path}: written for an older version of the template: {'; '.join(changes)}")
 
 
 def warn_logger_switch(run_dir: Path, logger: Any) -> None:

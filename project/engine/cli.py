@@ -18,11 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from jsonargparse import Namespace
+import lightning
+from jsonargparse import ActionConfigFile, Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser
+from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from .callbacks import (
@@ -48,7 +50,7 @@ from .checks import (
     DATA_LINKS,
     check_links,
     check_model_and_trainer,
-    check_removed_groups,
+    check_removed_keys,
     check_saved_model,
     check_sync_batchnorm,
     check_wandb_log_model,
@@ -57,7 +59,7 @@ from .checks import (
     warn_logger_switch,
     warn_replaced_by_checkpoint,
 )
-from .errors import ConfigError, ProjectError, first_line
+from .errors import ConfigError, ProjectError, TrainingInterrupted, first_line
 from .progress import quiet_console
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
@@ -69,6 +71,7 @@ from .runs import (
     finish_wandb_run,
     keep_metrics_csv,
     resolve_checkpoint,
+    run_dir_of,
     run_logger_config,
     saved_classes,
     wandb_id_of,
@@ -83,6 +86,33 @@ CONFIG_FILES = [
     ENGINE_DIR.parent / "configs" / "default.yaml",
     ENGINE_DIR.parent / "configs" / "logger.yaml",
 ]
+
+
+class ConfigFile(ActionConfigFile):
+    """``--config FILE``: a file written for an older version of the template is refused with one line
+    naming the change (:func:`~project.engine.checks.check_removed_keys`); before the subcommand any
+    file is refused (jsonargparse would read only a section named after the subcommand there)."""
+
+    before_subcommand = False
+
+    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
+        """Check ``values`` (the file), then let jsonargparse read it."""
+        if self.before_subcommand:
+            parser.error(
+                f"--config {values} comes before the subcommand; put it after: "
+                f"python -m {PACKAGE} fit --config {values}"
+            )
+        try:
+            check_removed_keys(values)
+        except ConfigError as error:
+            parser.error(str(error))
+        super().__call__(parser, cfg, values, option_string)
+
+
+class ConfigBeforeSubcommand(ConfigFile):
+    """The main parser's ``--config`` when the CLI runs a subcommand (see :class:`ConfigFile`)."""
+
+    before_subcommand = True
 
 
 class ProjectCLI(CheckpointReadOnce):
@@ -134,6 +164,7 @@ class ProjectCLI(CheckpointReadOnce):
         self.checkpoint: dict[str, Any] | None = None
         self.init_checkpoint: dict[str, Any] | None = None  # fit --init_from: weights only
         self._environ = dict(os.environ)
+        self.runs_subcommand = run
         try:
             try:
                 super().__init__(args=args, run=run, **kwargs)
@@ -182,6 +213,17 @@ class ProjectCLI(CheckpointReadOnce):
         os.environ.update(self._environ)
         finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
 
+    def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
+        """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
+        kwargs.setdefault("dump_header", [f"lightning.pytorch=={lightning.__version__}"])
+        parser = self.parser_class(**kwargs)
+        first = not hasattr(self, "parser")  # LightningCLI builds the main parser first
+        action = ConfigBeforeSubcommand if self.runs_subcommand and first else ConfigFile
+        parser.add_argument(
+            "-c", "--config", action=action, help="Path to a configuration file in yaml format."
+        )
+        return parser
+
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, the engine's callbacks and the data links."""
         self.parsers.append(parser)
@@ -226,14 +268,8 @@ class ProjectCLI(CheckpointReadOnce):
         super().parse_arguments(parser, args)
         subcommand = self.config.get("subcommand")
         subparser = self._subcommand_parsers[subcommand] if subcommand else parser
-        if subcommand and self.config.get("config"):
-            parser.error(
-                f"--config comes before the subcommand {subcommand!r}, where it is not read; put it after: "
-                f"python -m {PACKAGE} {subcommand} --config FILE"
-            )
         config = self._config()
         try:
-            check_removed_groups(config.get("config") or [])
             check_sync_batchnorm(config.trainer)
             check_wandb_log_model(config.trainer.logger)
             self.explicit = explicit_values(config, subparser.get_defaults())
@@ -257,7 +293,7 @@ class ProjectCLI(CheckpointReadOnce):
         ckpt_path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
         self.checkpoint = load_checkpoint(ckpt_path, weights_only=config.get("weights_only"))
         print(f"--ckpt_path: {ckpt_path}")
-        saved = saved_classes(self.checkpoint)
+        saved = saved_classes(self.checkpoint, run_dir_of(ckpt_path))
         if "model" in saved:
             check_saved_model(saved["model"], self.config.get("subcommand"), ckpt_path)
         chosen = self.explicit.get("data.class_path")
@@ -420,17 +456,31 @@ def main(args: ArgsType = None) -> None:
     subcommand. A :class:`~project.engine.errors.ProjectError` (bad checkpoint, missing data, failed
     health check, interruption) is printed as one ``error:`` line without a traceback, and the process
     exits with the error's code (2 for bad input, 130 after SIGINT, 1 otherwise); after SIGTERM with 143.
+
+    With several processes (DDP), a stop that every process makes alike (a
+    :class:`~project.engine.errors.ConfigError`, which comes from the config they share, or an
+    interruption, which they agree on) is reported by rank 0 alone; the other processes end quietly
+    with exit code 0, so that Lightning's launcher, which kills rank 0 as soon as another process
+    fails, lets rank 0 report it and exit with its code.
     """
     argv = sys.argv[1:] if args is None else args
     with quiet_console():
         try:
             if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
                 module = importlib.import_module(EXTRA_COMMANDS[argv[0]][0])
-                module.main([str(arg) for arg in argv])
+                environ = dict(os.environ)
+                try:
+                    module.main([str(arg) for arg in argv])
+                finally:  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
+                    os.environ.clear()
+                    os.environ.update(environ)
                 return
             ProjectCLI(args=args)
-        except ProjectError as error:
+        except (ProjectError, SIGTERMException) as error:
+            shared = isinstance(error, (ConfigError, TrainingInterrupted, SIGTERMException))
+            if shared and getattr(rank_zero_only, "rank", 0) > 0:
+                sys.exit(0)  # rank 0 reports it (see above)
+            if isinstance(error, SIGTERMException):
+                sys.exit(143)
             print(f"error: {error}", file=sys.stderr, flush=True)
             sys.exit(error.exit_code)
-        except SIGTERMException:
-            sys.exit(143)

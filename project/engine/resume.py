@@ -35,6 +35,7 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
+    ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
 )
 
 
@@ -75,6 +76,24 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["torch.cuda"])
 
 
+def synced_logs(trainer: Trainer) -> list[str]:
+    """Names of the values the running loop's model logged with ``self.log(..., sync_dist=True)`` as a
+    mean (the default ``reduce_fx``) or on every step, from the private ``trainer._results``: under
+    DDP, Lightning averages such a value over the processes with their sample counts rounded, and
+    syncs an ``on_step`` one in every step. Values logged as torchmetrics ``Metric`` objects are not
+    listed (they sync their own states exactly)."""
+    results = trainer._results
+    return sorted(
+        {
+            metric.meta.name
+            for metric in (results or {}).values()
+            if metric.is_tensor
+            and metric.meta.sync.should
+            and (metric.meta.on_step or metric.meta.is_mean_reduction)
+        }
+    )
+
+
 class CheckpointReadOnce(LightningCLI):
     """LightningCLI without its own reading of ``--ckpt_path`` (``_parse_ckpt_path``, which loads the
     whole file with ``weights_only=True`` whatever ``--weights_only`` says, and takes only the
@@ -98,7 +117,8 @@ class ExactResume(Callback):
     - A model that reads ``trainer.estimated_stepping_batches`` in ``configure_optimizers`` (the usual
       ``OneCycleLR`` recipe) makes Lightning build the training loader before the checkpoint's loader
       state is restored (Lightning #20550): that state is loaded here instead, so the interrupted
-      epoch continues with the batches it had left.
+      epoch continues with the batches it had left, and an epoch that starts at the checkpoint gets
+      its own order (the early loader was shuffled for epoch 0).
     - A resume must continue the run's LR schedule: a checkpoint with another number of LR schedulers
       than the model now configures (e.g. saved without one) stops with a :class:`ConfigError`
       instead of silently restarting the schedule (a warmup that starts again).
@@ -151,9 +171,15 @@ class ExactResume(Callback):
         checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
         previous epoch's last batch its seeds and its own iterator."""
         fit_loop = trainer.fit_loop
-        if fit_loop._combined_loader_states_to_load and fit_loop._combined_loader is not None:
-            fit_loop._load_combined_loader_states()  # Lightning #20550 (see the class docstring)
+        # Lightning #20550: a loader built before the restore (the model asked for the step count in
+        # configure_optimizers) missed the checkpoint's loader state and epoch (see the class docstring)
+        built_early = bool(fit_loop._combined_loader_states_to_load) and fit_loop._combined_loader is not None
+        if built_early and fit_loop.restarting:
+            fit_loop._load_combined_loader_states()  # the interrupted epoch continues where it was
             iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
+        elif built_early:
+            fit_loop._combined_loader_states_to_load = []  # a finished epoch: the next starts afresh
+            self._new_epoch_iterator(trainer)
         self._align_step = trainer.ckpt_path is not None
         state, self._resume_state = self._resume_state, None
         if state is None:
@@ -164,10 +190,15 @@ class ExactResume(Callback):
             # Saved in on_train_batch_end of its epoch's last batch: Lightning (2.6) counts that epoch as
             # done and runs the next one without its on_train_epoch_start and without a new iterator.
             self.on_train_epoch_start(trainer, pl_module)
-            sampler = getattr(trainer.train_dataloader, "sampler", None)
-            if callable(getattr(sampler, "set_epoch", None)):
-                sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
-            iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
+            self._new_epoch_iterator(trainer)
+
+    @staticmethod
+    def _new_epoch_iterator(trainer: Trainer) -> None:
+        """Give the training loader a new iterator for ``current_epoch`` (its sampler's epoch set first)."""
+        sampler = getattr(trainer.train_dataloader, "sampler", None)
+        if callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
+        iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
 
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int

@@ -155,10 +155,11 @@ def best_checkpoint_of(last: Path) -> Path:
             "pass the checkpoint's path"
         )
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+    # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint; only
+    # there, so that a ModelCheckpoint the user added is never taken when the run has no best yet)
+    prefix = "BestCheckpoint" if any(key.startswith("BestCheckpoint") for key in state) else "ModelCheckpoint"
     records = [
         value
-        # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint)
-        for prefix in ("BestCheckpoint", "ModelCheckpoint")
         for key, value in state.items()
         if key.startswith(prefix) and value.get("monitor") and value.get("best_model_path")
     ]
@@ -320,26 +321,38 @@ class SaveConfig(SaveConfigCallback):
 
 def finish_wandb_run(is_global_zero: bool = True) -> None:
     """Close the current W&B run, if any (the next run in this process starts its own); for an
-    offline run, print (on rank 0, ``is_global_zero``) how to upload it."""
+    offline run, print (on rank 0) the one ``wandb sync`` command that uploads it: every offline part of
+    this W&B run (a continued run adds one per ``fit --ckpt_path``), oldest first, which ``wandb sync``
+    uploads in that order as one run."""
     wandb = sys.modules.get("wandb")
     run = getattr(wandb, "run", None)
     if run is None:
         return
-    offline, sync_dir = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None)
+    offline, sync_dir, run_id = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None), run.id
     run.finish()
     if offline and sync_dir and is_global_zero:
-        print(f"W&B run saved offline; upload it with: wandb sync {sync_dir}")
+        folder = Path(sync_dir)
+        parts = sorted(folder.parent.glob(f"offline-run-*-{run_id}")) or [folder]
+        print(f"W&B run saved offline; upload it with: wandb sync {' '.join(map(str, parts))}")
 
 
-def saved_classes(checkpoint: dict[str, Any]) -> dict[str, Any]:
+def saved_classes(checkpoint: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]:
     """The ``model`` and ``data`` configs (``{class_path, init_args}``) that LightningCLI saved in a
     checkpoint's ``hyper_parameters`` and ``datamodule_hyper_parameters`` (``_class_path`` plus the
-    arguments). A part the checkpoint has no class for (e.g. written by plain Lightning) is absent."""
+    arguments). A part the checkpoint has no class for (a class that does not call
+    ``save_hyperparameters``, as a DataModule written the way Lightning's docs write one) is taken from
+    the ``config.yaml`` of ``run_dir``, the run that wrote the checkpoint; else it is absent (e.g. a
+    checkpoint of plain Lightning outside a run folder)."""
     configs = {}
     for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
         saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
         if class_path := saved.pop("_class_path", None):
             configs[name] = {"class_path": class_path, "init_args": saved}
+    if run_dir is not None and len(configs) < 2:
+        recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        for name in ("model", "data"):
+            if name not in configs and isinstance(recorded.get(name), dict):
+                configs[name] = recorded[name]
     return configs
 
 

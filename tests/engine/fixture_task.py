@@ -72,7 +72,9 @@ class TinyImages(BaseDataModule):
         prefetch_factor: int | None = None,
         predict_path: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path)
+        super().__init__(
+            batch_size, num_workers, pin_memory, persistent_workers, prefetch_factor, predict_path
+        )
         self.save_hyperparameters(ignore=["predict_path"])
         self.sizes = [num_train, num_val, num_test]
         self.num_classes = num_classes
@@ -82,7 +84,10 @@ class TinyImages(BaseDataModule):
     def setup(self, stage: str | None = None) -> None:
         """Generate the three splits (the same for every stage)."""
         images, labels = tiny_images(sum(self.sizes), self.num_classes, self.seed)
-        train, val, test = (TensorDataset(x, y) for x, y in zip(images.split(self.sizes), labels.split(self.sizes)))
+        train, val, test = (
+            TensorDataset(x, y)
+            for x, y in zip(images.split(self.sizes), labels.split(self.sizes), strict=True)
+        )
         self.train_set = Transformed(train, AddNoise(self.noise)) if self.noise else train
         self.val_set, self.test_set = val, test
 
@@ -128,7 +133,9 @@ class TinyClassifier(BaseModule):
         metrics = MetricCollection(
             {"acc": MulticlassAccuracy(num_classes, average="micro"), "f1": MulticlassF1Score(num_classes)}
         )
-        super().__init__(optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics)  # type: ignore[arg-type]
+        super().__init__(
+            optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor, metrics=metrics
+        )  # type: ignore[arg-type]
         self.save_hyperparameters()
         self.backbone = backbone(in_channels)
         self.head = nn.Linear(self.backbone.out_features, num_classes)  # type: ignore[arg-type]
@@ -160,7 +167,8 @@ class PlainData(LightningDataModule):
     def setup(self, stage: str) -> None:
         images, labels = tiny_images(192 + 45 + 47, 4, seed=0)
         self.train, self.val, self.test = (
-            TensorDataset(x, y) for x, y in zip(images.split([192, 45, 47]), labels.split([192, 45, 47]))
+            TensorDataset(x, y)
+            for x, y in zip(images.split([192, 45, 47]), labels.split([192, 45, 47]), strict=True)
         )
 
     def train_dataloader(self) -> DataLoader[Any]:

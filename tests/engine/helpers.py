@@ -3,19 +3,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from fixture_task import TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
 from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
 
-from fixture_task import TinyClassifier, TinyImages
-
-from project.engine import Transformed
+from project.engine import BaseDataModule, Transformed
 
 
 class RecordingSGD(torch.optim.SGD):
@@ -196,8 +198,6 @@ class SlowDown(Callback):
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        import time
-
         time.sleep(self.seconds)
 
 
@@ -242,11 +242,15 @@ class ManualClassifier(TinyClassifier):
 
 
 class FewerClassesImages(TinyImages):
-    """Declares 3 classes (so the linked model has a 3-way head) but keeps the labels 0..3."""
+    """Declares 3 classes (so the linked model has a 3-way head) but its training labels are 0..3."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.num_classes = 3
+        super().__init__(**{**kwargs, "num_classes": 3})  # in its hparams too, as the linked model's
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        assert isinstance(self.train_set, Transformed)
+        self.train_set.dataset.tensors[1][::4] = 3
 
 
 class CountTestSamples(Callback):
@@ -272,3 +276,92 @@ class CountTestSamples(Callback):
         folder = Path(trainer.log_dir or ".")  # log_dir broadcasts: every rank must ask for it
         if trainer.is_global_zero:
             (folder / "test_samples.txt").write_text(f"{int(total)}\n")
+
+
+class ColorImages(TinyImages):
+    """The tiny images with 3 channels, ``[3, 8, 8]`` (``dims[0]`` is 3): the gray image in each."""
+
+    dims = (3, 8, 8)
+
+    def setup(self, stage: str | None = None) -> None:
+        super().setup(stage)
+        for name in ("train_set", "val_set", "test_set"):
+            split = getattr(self, name)
+            inner = split.dataset if isinstance(split, Transformed) else split
+            images, labels = inner.tensors
+            colored = TensorDataset(images.expand(-1, 3, -1, -1).contiguous(), labels)
+            if isinstance(split, Transformed):
+                split.dataset = colored
+            else:
+                setattr(self, name, colored)
+
+
+class SignalAt(Callback):
+    """Send this process SIGINT (as Ctrl-C does) at the end of training batch ``batch`` of ``epoch``."""
+
+    def __init__(self, epoch: int = 0, batch: int = 0) -> None:
+        self.epoch, self.batch = epoch, batch
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+class OneCycleClassifier(TinyClassifier):
+    """The usual OneCycleLR recipe: ``configure_optimizers`` sizes the schedule with
+    ``self.trainer.estimated_stepping_batches``, which makes Lightning build the training loader before
+    a checkpoint's loader state is restored (Lightning #20550)."""
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        total = int(self.trainer.estimated_stepping_batches)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+class LinearBackbone(torch.nn.Module):
+    """Flatten, one linear layer and ReLU: no BatchNorm and no dropout, so a sample's gradient does not
+    depend on the other samples of its batch (``[B, C, 8, 8]`` -> ``[B, 16]``)."""
+
+    def __init__(self, in_channels: int = 1) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(in_channels * 64, 16)
+        self.out_features = 16
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.linear(x.flatten(1)))
+
+
+class NoPredictImages(TinyImages):
+    """The tiny images without a reader for new inputs (BaseDataModule's default ``read_predict_inputs``)."""
+
+    read_predict_inputs = BaseDataModule.read_predict_inputs
+
+
+class SyncDistClassifier(TinyClassifier):
+    """Also logs ``test/synced_loss`` with ``self.log(..., sync_dist=True)`` in every test step, as
+    Lightning's docs suggest for DDP (``on_step`` too when ``on_step`` is true)."""
+
+    def __init__(self, on_step: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.on_step = on_step
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        super().test_step(batch, batch_idx)
+        loss = self.compute_loss(self(batch[0]), batch[1])
+        self.log("test/synced_loss", loss, on_step=self.on_step, on_epoch=True, sync_dist=True)
+
+
+class BlockedTestClassifier(TinyClassifier):
+    """A hang inside C code: in its first test step rank 0 waits in a collective operation (a barrier)
+    that the other processes never join (they sleep). Each process first writes its pid to
+    ``test_step_rank<rank>`` in the working directory."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        Path(f"test_step_rank{self.global_rank}").write_text(str(os.getpid()))
+        if self.global_rank == 0:
+            torch.distributed.barrier()
+        else:
+            time.sleep(600)

@@ -8,10 +8,19 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+# first imports that change process-wide state, here before any test's leak check: scikit-learn sets KMP_*
+# variables (report), requests/urllib3 add warning filters (W&B)
+import requests  # noqa: F401
+import sklearn  # noqa: F401
+import torch
 from fixture_task import CONFIG
 
 from project.engine.cli import ENGINE_DIR, ProjectCLI, main
@@ -23,7 +32,14 @@ ENGINE_TESTS = Path(__file__).resolve().parent
 #: The engine tests' default config files: the engine's defaults, then the fixture experiment.
 CONFIG_FILES = [ENGINE_DIR / "defaults.yaml", CONFIG]
 #: The fixture task's classes by their class_path.
-TINY, PLAIN_MODEL, PLAIN_DATA = "fixture_task.TinyClassifier", "fixture_task.PlainClassifier", "fixture_task.PlainData"
+TINY, PLAIN_MODEL, PLAIN_DATA = (
+    "fixture_task.TinyClassifier",
+    "fixture_task.PlainClassifier",
+    "fixture_task.PlainData",
+)
+
+#: The ``run_cli`` fixture's type (tests/engine/conftest.py): ``run_cli(subcommand, *args, fast=True)``.
+RunCLI = Callable[..., ProjectCLI]
 
 #: Overrides that make a fit take a second: two train batches, one val batch, no progress bar.
 FAST = [
@@ -65,6 +81,95 @@ def run_module(
     if check and result.returncode != 0:
         raise AssertionError(f"exit {result.returncode}\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr}")
     return result
+
+
+@contextmanager
+def kept_environ() -> Iterator[None]:
+    """Put ``os.environ`` back as it was afterwards: ``ProjectCLI(run=False)`` leaves the seed's and the
+    run folder's variables set for the caller's ``trainer.fit``."""
+    before = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+def run_main(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """Run ``main(args)`` in-process, as ``python -m <package> ARGS`` would (the warning filters it sets
+    for its process undone); returns ``(exit code, stdout, stderr)``."""
+    capsys.readouterr()
+    code: int | str | None = 0
+    with warnings.catch_warnings():
+        try:
+            main(list(args))
+        except SystemExit as exit:
+            code = exit.code
+    out, err = capsys.readouterr()
+    return (code if isinstance(code, int) else int(code is not None)), out, err
+
+
+def start_module(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``tests/engine/fixture_cli.py ARGS`` in ``cwd`` as :func:`run_module` does, without waiting
+    (for a test that signals it); stdout and stderr are pipes. Wait for it with a timeout."""
+    paths = [str(REPO_ROOT), str(ENGINE_TESTS), os.environ.get("PYTHONPATH", "")]
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    full_env.pop(RUN_DIR_ENV, None)
+    command = [sys.executable, str(ENGINE_TESTS / "fixture_cli.py"), *args]
+    return subprocess.Popen(
+        command, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for_file(path: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
+    """Wait until ``path`` exists; fail with the process's output if it ends or ``timeout`` passes first."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    if not path.exists():
+        process.kill()
+        out, err = process.communicate(timeout=30)
+        raise AssertionError(
+            f"{path} never appeared (exit {process.returncode})\nSTDOUT:\n{out}\nSTDERR:\n{err}"
+        )
+
+
+def every_step(dirpath: Path) -> list[str]:
+    """Arguments for a second ModelCheckpoint that keeps a checkpoint of every training step in
+    ``dirpath`` as ``step=N.ckpt`` (N optimizer steps done)."""
+    return [
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+        f"--trainer.callbacks.dirpath={dirpath}",
+        "--trainer.callbacks.every_n_train_steps=1",
+        "--trainer.callbacks.save_top_k=-1",
+        "--trainer.callbacks.filename={step}",
+    ]
+
+
+def weights(cli: ProjectCLI) -> dict[str, torch.Tensor]:
+    """A copy of the model's state dict."""
+    return {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
+
+
+def ckpt_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The ``state_dict`` of a checkpoint file."""
+    return torch.load(path, weights_only=True, map_location="cpu")["state_dict"]
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    """The same keys, and every tensor bit-identical."""
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"not bit-identical: {different[:5]}"
+
+
+def step_losses(run_dir: Path) -> dict[int, str]:
+    """``{step: train/loss}`` from a run's metrics.csv, as logged text (so equality is exact)."""
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        return {
+            int(row["step"]): row["train/loss"] for row in csv.DictReader(handle) if row.get("train/loss")
+        }
 
 
 def run_dirs(logs: Path) -> list[Path]:

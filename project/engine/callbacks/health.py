@@ -181,7 +181,8 @@ class HealthCheck(Callback):
                 f"global step {trainer.global_step} (epoch {trainer.current_epoch}); LR then: "
                 f"{', '.join(f'{lr:.3g}' for lr in lrs)}. Training stopped before this step "
                 f"changed the weights; the last good checkpoint is {last}. Usual causes: the LR "
-                "is too high (lower --model.optimizer.lr or lengthen --lr_schedule.warmup_steps), "
+                "is too high (lower --model.optimizer.init_args.lr, or lengthen the warmup: "
+                "--model.lr_scheduler.init_args.warmup_steps), "
                 "bad data (NaN/Inf inputs, labels out of range), or exploding gradients "
                 "(--trainer.gradient_clip_val).",
             )

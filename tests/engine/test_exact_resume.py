@@ -1,61 +1,36 @@
 """Exact resume from any step: a run resumed from a mid-epoch checkpoint (``every_n_train_steps``, or the
-``last.ckpt`` written on SIGTERM) ends with the uninterrupted run's weights, bit for bit, and logs the
-same ``train/loss`` at every step; for ``num_workers`` 0 and 2, with shuffling, augmentation and dropout
-on (README, "Checkpoints and exact resume")."""
+``last.ckpt`` written on SIGTERM) ends with the uninterrupted run's weights, bit for bit, sees the same
+batches and logs the same ``train/loss`` at every step; for ``num_workers`` 0 and 2, with shuffling,
+augmentation and dropout on (README, "Checkpoints and exact resume")."""
 
 from __future__ import annotations
 
-import csv
-import os
 import signal
-import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO_ROOT, RunCLI, run_module
+from fixture_task import TinyImages
+from helpers import Recorder
+from support import (
+    RunCLI,
+    assert_same_weights,
+    ckpt_weights,
+    every_step,
+    run_module,
+    start_module,
+    step_losses,
+    wait_for_file,
+    weights,
+)
 
-from project.cli import ProjectCLI
-from project.data import DigitsDataModule
+from project.engine.errors import ConfigError
 
-TESTS = str(REPO_ROOT / "tests")
-
-#: 3 epochs of 4 batches, dropout on; shuffling and augmentation are on by default.
+#: 3 epochs of 4 batches (12 steps), dropout on; shuffling and augmentation are on by default.
 RUN = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--model.backbone.dropout=0.3"]
-
-
-def every_step(dirpath: Path) -> list[str]:
-    """A second ModelCheckpoint that keeps a checkpoint of every training step as ``step=N.ckpt``."""
-    return [
-        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
-        f"--trainer.callbacks.dirpath={dirpath}",
-        "--trainer.callbacks.every_n_train_steps=1",
-        "--trainer.callbacks.save_top_k=-1",
-        "--trainer.callbacks.filename={step}",
-    ]
-
-
-def weights(cli: ProjectCLI) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in cli.model.state_dict().items()}
-
-
-def ckpt_weights(path: Path) -> dict[str, torch.Tensor]:
-    return torch.load(path, weights_only=True, map_location="cpu")["state_dict"]
-
-
-def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
-    assert a.keys() == b.keys()
-    different = [k for k in a if not torch.equal(a[k], b[k])]
-    assert not different, f"not bit-identical: {different[:5]}"
-
-
-def step_losses(run: Path) -> dict[int, str]:
-    """``{step: train/loss}`` from a run's metrics.csv (the logged text, so equality is exact)."""
-    with (run / "metrics.csv").open() as file:
-        return {int(row["step"]): row["train/loss"] for row in csv.DictReader(file) if row["train/loss"]}
+RECORD = ["--trainer.callbacks+=helpers.Recorder"]
 
 
 @pytest.mark.slow
@@ -106,6 +81,45 @@ def test_resuming_from_the_end_of_an_epochs_last_batch_is_bit_identical(
     assert step_losses(workdir / "logs/resumed") == {s: v for s, v in losses.items() if s >= 4}
 
 
+ONE_CYCLE_OWN = ["--model=helpers.OneCycleClassifier"]
+ONE_CYCLE_BASE = [
+    "--model.lr_scheduler=torch.optim.lr_scheduler.OneCycleLR",
+    "--model.lr_scheduler.max_lr=0.05",
+]
+
+
+@pytest.mark.parametrize(
+    "model, num_workers",
+    [
+        pytest.param(ONE_CYCLE_OWN, 0, id="own-configure_optimizers-0-workers"),
+        pytest.param(ONE_CYCLE_OWN, 2, id="own-configure_optimizers-2-workers", marks=pytest.mark.slow),
+        pytest.param(ONE_CYCLE_BASE, 0, id="BaseModule-OneCycleLR-0-workers", marks=pytest.mark.slow),
+        pytest.param(ONE_CYCLE_BASE, 2, id="BaseModule-OneCycleLR-2-workers", marks=pytest.mark.slow),
+    ],
+)
+def test_a_schedule_sized_by_estimated_stepping_batches_resumes_mid_epoch_exactly(
+    run_cli: RunCLI, workdir: Path, model: list[str], num_workers: int
+) -> None:
+    """The OneCycleLR recipe reads ``trainer.estimated_stepping_batches`` in ``configure_optimizers``,
+    which makes Lightning build the training loader before the checkpoint's loader state is restored
+    (Lightning #20550): without ``ExactResume.on_train_start`` loading that state, the resumed epoch
+    restarted at its first batch (issue 25, finding 2). Same batches, same LR at every step, same
+    losses and bit-identical weights as the uninterrupted run."""
+    Recorder.runs.clear()
+    args = ["fit", *RUN, *model, f"--data.num_workers={num_workers}", *RECORD]
+    full = run_cli(*args, "--run_name=full", *every_step(workdir / "steps"))
+    resumed = run_cli(*args, "--run_name=resumed", f"--ckpt_path={workdir}/steps/step=6.ckpt")  # mid-epoch 1
+    full_record, resumed_record = Recorder.runs
+    assert type(full.trainer.lr_scheduler_configs[0].scheduler).__name__ == "OneCycleLR"
+    assert len(full_record.inputs) == 12 and len(resumed_record.inputs) == 6
+    for a, b in zip(full_record.inputs[6:], resumed_record.inputs, strict=True):
+        assert torch.equal(a, b), "the resumed epoch must continue with the batches it had left"
+    assert resumed_record.step_lrs == full_record.step_lrs[6:]
+    assert_same_weights(weights(full), weights(resumed))
+    losses = step_losses(workdir / "logs/full")
+    assert step_losses(workdir / "logs/resumed") == {s: v for s, v in losses.items() if s >= 6}
+
+
 @pytest.mark.slow
 def test_sigterm_mid_epoch_then_resume_with_workers_is_bit_identical(tmp_path: Path) -> None:
     """The pre-empted cluster job: SIGTERM mid-epoch writes ``last.ckpt``; ``--ckpt_path FILE`` resumes it."""
@@ -118,36 +132,19 @@ def test_sigterm_mid_epoch_then_resume_with_workers_is_bit_identical(tmp_path: P
         "--trainer.log_every_n_steps=1",
         "--data.num_workers=2",
     ]
-    env = {"PYTHONPATH": TESTS, "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-    run_module(["fit", *args, "--run_name=full"], cwd=tmp_path, env=env)
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "project",
-            "fit",
-            *args,
-            "--run_name=stopped",
-            "--trainer.callbacks+=training_helpers.SlowDown",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([TESTS, str(REPO_ROOT)])},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    run_module(["fit", *args, "--run_name=full"], cwd=tmp_path, timeout=300)
+    process = start_module(
+        ["fit", *args, "--run_name=stopped", "--trainer.callbacks+=helpers.SlowDown"], tmp_path
     )
     last = tmp_path / "logs/stopped/checkpoints/last.ckpt"
-    deadline = time.monotonic() + 120
-    while not last.exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
-    assert last.exists(), process.communicate()
+    wait_for_file(last, process)  # the end of epoch 0
     time.sleep(0.45)  # about 4 batches into epoch 1
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr
     stopped_at = torch.load(last, weights_only=True)["global_step"]
     assert 10 < stopped_at < 20, "a mid-epoch checkpoint"
-    run_module(["fit", *args, "--run_name=resumed", f"--ckpt_path={last}"], cwd=tmp_path, env=env)
+    run_module(["fit", *args, "--run_name=resumed", f"--ckpt_path={last}"], cwd=tmp_path, timeout=300)
     assert_same_weights(
         ckpt_weights(tmp_path / "logs/full/checkpoints/last.ckpt"),
         ckpt_weights(tmp_path / "logs/resumed/checkpoints/last.ckpt"),
@@ -157,7 +154,7 @@ def test_sigterm_mid_epoch_then_resume_with_workers_is_bit_identical(tmp_path: P
 
 
 def test_the_training_loader_is_stateful_quiet_and_ordered_by_seed_and_epoch() -> None:
-    data = DigitsDataModule(batch_size=16)
+    data = TinyImages(batch_size=16, noise=0.0)
     data.setup("fit")
     data.shuffle_seed = 3
     with warnings.catch_warnings(record=True) as caught:
@@ -166,12 +163,12 @@ def test_the_training_loader_is_stateful_quiet_and_ordered_by_seed_and_epoch() -
     assert not [w for w in caught if "set_vital" in str(w.message)], "torchdata's warning reaches the user"
     first = next(iter(loader))[1]
     assert callable(loader.state_dict) and callable(loader.load_state_dict)
-    loader.sampler.set_epoch(1)  # type: ignore[attr-defined]
+    loader.sampler.set_epoch(1)
     assert not torch.equal(next(iter(loader))[1], first), "each epoch has its own order"
-    loader.sampler.set_epoch(0)  # type: ignore[attr-defined]
+    loader.sampler.set_epoch(0)
     assert torch.equal(next(iter(loader))[1], first), "and the same epoch the same order"
     # the seed travels in checkpoints through the DataModule's state
-    other = DigitsDataModule(batch_size=16)
+    other = TinyImages(batch_size=16, noise=0.0)
     other.load_state_dict(data.state_dict())
     other.setup("fit")
     assert torch.equal(next(iter(other.train_dataloader()))[1], first)
@@ -194,7 +191,63 @@ def test_persistent_workers_resume_exactly_mid_epoch_but_not_at_an_epoch_boundar
     )  # fmt: skip
     mid = run_cli(*args, "--run_name=mid", f"--ckpt_path={workdir}/steps/step=6.ckpt")
     assert_same_weights(weights(full), weights(mid))
-    boundary = run_cli(*args, "--run_name=boundary", f"--ckpt_path={workdir}/epochs/epoch=0.ckpt")
+    # the end of epoch 1 (after the end of epoch 0 the first workers' generators happen to line up)
+    boundary = run_cli(*args, "--run_name=boundary", f"--ckpt_path={workdir}/epochs/epoch=1.ckpt")
     assert boundary.trainer.global_step == 12
     a, b = weights(full), weights(boundary)
     assert not all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_resume_after_epoch_k_is_bit_identical_to_an_uninterrupted_run(
+    run_cli: RunCLI, workdir: Path, num_workers: int
+) -> None:
+    Recorder.runs.clear()
+    args = [
+        "fit",
+        "--trainer.max_epochs=4",
+        "--trainer.limit_train_batches=5",
+        f"--data.num_workers={num_workers}",
+        "--model.backbone.dropout=0.3",
+        *RECORD,
+    ]  # shuffling and augmentation are on by default
+    full = run_cli(*args, "--run_name=full")
+    run_cli(
+        *args,
+        "--run_name=interrupted",
+        "--trainer.callbacks+=helpers.StopAfterEpoch",
+        "--trainer.callbacks.epoch=2",
+    )
+    interrupted_ckpt = torch.load(workdir / "logs/interrupted/checkpoints/last.ckpt", weights_only=True)
+    assert interrupted_ckpt["epoch"] == 1 and "rng_states" in str(interrupted_ckpt["callbacks"])
+    resumed = run_cli(
+        *args, "--run_name=resumed", "--ckpt_path=last"
+    )  # newest last.ckpt: the interrupted run
+    assert resumed.trainer.global_step == full.trainer.global_step == 20
+    assert_same_weights(weights(full), weights(resumed))
+    assert_same_weights(
+        ckpt_weights(workdir / "logs/full/checkpoints/last.ckpt"),
+        ckpt_weights(workdir / "logs/resumed/checkpoints/last.ckpt"),
+    )
+    full_rec, _, resumed_rec = Recorder.runs
+    assert resumed_rec.step_lrs == full_rec.step_lrs[10:], "the LR curve must continue exactly"
+
+
+def test_a_resume_whose_model_has_another_number_of_lr_schedulers_is_refused(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """A checkpoint saved without an LR scheduler and without the model's hyperparameters (so the
+    config's model, with its warmup-cosine schedule, is built) would restart the schedule from step 0:
+    refused before training, the checkpoint untouched."""
+    cli = run_cli("fit", "--model.lr_scheduler=null", "--trainer.logger=false")
+    checkpoint = torch.load(cli.run_dir / "checkpoints/last.ckpt", weights_only=True)
+    del checkpoint["hyper_parameters"]  # as saved by a model without save_hyperparameters
+    torch.save(checkpoint, workdir / "plain.ckpt")
+    with pytest.raises(ConfigError, match=r"continues 0 LR scheduler\(s\), but the model now configures 1"):
+        run_cli("fit", f"--ckpt_path={workdir / 'plain.ckpt'}", "--trainer.max_epochs=2")
+    assert_same_weights(checkpoint["state_dict"], ckpt_weights(workdir / "plain.ckpt"))
+    resumed = run_cli(
+        "fit", f"--ckpt_path={workdir / 'plain.ckpt'}", "--model.lr_scheduler=null", "--trainer.max_epochs=2"
+    )
+    assert resumed.trainer.global_step == 4

@@ -1,5 +1,6 @@
 """The pinned environments: ``requirements/constraints.txt`` (the exact versions CI installs) agrees
-with the ranges in ``pyproject.toml``, and ``requirements/lowest.txt`` pins exactly their floors."""
+with the ranges in ``pyproject.toml``, and ``requirements/lowest.txt`` pins every direct dependency at
+its floor, which CI's ``lowest`` job installs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from support import REPO_ROOT
 
 tomllib = pytest.importorskip("tomllib")
 REQUIREMENTS = REPO_ROOT / "requirements"
@@ -57,17 +58,22 @@ def test_constraints_pin_every_dependency_inside_its_range_and_not_the_package_i
     )  # (the editable package; renamed by the generator)
 
 
-def test_lowest_pins_the_floors_pyproject_claims_and_ci_installs_them() -> None:
-    pins = _pins(REQUIREMENTS / "lowest.txt")
-    assert {"lightning", "torchmetrics", "jsonargparse"} <= set(pins)
+def test_lowest_pins_every_direct_dependency_at_its_floor_and_ci_installs_them() -> None:
+    """Each requirement of pyproject.toml (the dependencies and the dev extra) with a ``>=`` floor is
+    pinned at exactly that floor, and nothing else is pinned (torchdata 0.10's floor once went untested
+    and broke exact resume: issue 25, finding 9)."""
+    pins = {name: Version(version) for name, version in _pins(REQUIREMENTS / "lowest.txt").items()}
     floors = {}
     for requirement in _direct_requirements():
         lower = [spec.version for spec in requirement.specifier if spec.operator == ">="]
-        floors[canonicalize_name(requirement.name)] = Version(lower[0]) if lower else None
-    for name, pinned in pins.items():
-        assert floors.get(name) == Version(pinned), (
-            f"lowest.txt pins {name}=={pinned}; pyproject.toml's floor: {floors.get(name)}"
-        )
+        if lower:
+            floors[canonicalize_name(requirement.name)] = Version(lower[0])
+    assert {"torch", "lightning", "torchdata", "numpy"} <= set(floors)
+    assert pins == floors, {
+        name: (pins.get(name), floor)
+        for name, floor in {**pins, **floors}.items()
+        if pins.get(name) != floors.get(name)
+    }
     workflow = REPO_ROOT / ".github" / "workflows" / "ci.yml"
     if not workflow.is_file():
         return  # a repo generated without GitHub Actions

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from project.data.collate import PadCollate, pad_sequences
+from project.engine.collate import PadCollate, pad_sequences
 
 
 def test_pads_to_the_longest_with_mask_and_lengths() -> None:

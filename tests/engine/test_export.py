@@ -8,18 +8,29 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, RunCLI, fit_with_batch_size_1, quantized_export_line, run_module
+from support import (
+    CONFIG_FILES,
+    FAST,
+    PLAIN_DATA,
+    PLAIN_MODEL,
+    RunCLI,
+    fit_with_batch_size_1,
+    quantized_export_line,
+    run_module,
+)
 
-from project import export
-from project.cli import ProjectCLI, main
-from project.loading import load_datamodule, load_model
+from project.engine.cli import ProjectCLI, main
+from project.engine.commands import export
+from project.engine.runs import load_datamodule, load_model
 
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder with checkpoints (a fast fit on digits, a few training batches)."""
+    """A run folder with checkpoints (a fast fit of the fixture task, a few training batches)."""
     logs = tmp_path_factory.mktemp("export") / "logs"
-    cli = ProjectCLI(args=["fit", f"--logs_dir={logs}", "--trainer.logger=false", *FAST])
+    with pytest.MonkeyPatch.context() as patch:  # (module scope: before the conftest's own patch)
+        patch.setattr(ProjectCLI, "config_files", CONFIG_FILES)
+        cli = ProjectCLI(args=["fit", f"--logs_dir={logs}", "--trainer.logger=false", *FAST])
     return cli.run_dir
 
 
@@ -31,7 +42,7 @@ def test_export_writes_a_model_that_matches_eager(
     ckpt = trained_run / "checkpoints" / "best.ckpt"
     main(["export", f"--ckpt_path={ckpt}", f"--format={fmt}", f"--output={output}"])
     out = capsys.readouterr().out
-    match = re.search(r"batch 64: ([0-9.e+-]+), batch 1: ([0-9.e+-]+)\) <= tolerance 0.0001", out)
+    match = re.search(r"batch 47: ([0-9.e+-]+), batch 1: ([0-9.e+-]+)\) <= tolerance 0.0001", out)
     assert match, out
     assert all(float(value) <= 1e-4 for value in match.groups())
     assert sorted(path.name for path in tmp_path.iterdir()) == [output.name]  # one self-contained file
@@ -46,7 +57,7 @@ def test_export_writes_a_model_that_matches_eager(
     images, _ = next(iter(datamodule.test_dataloader()))
     expected = load_model(ckpt)(images[:5]).detach()
     actual = export.run_exported(output, fmt, images[:5])
-    assert actual.shape == (5, 10)
+    assert actual.shape == (5, 4)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
 
 
@@ -90,7 +101,7 @@ def test_quantized_export_prints_the_test_accuracy_of_the_checkpoint(
         for images, labels in datamodule.test_dataloader():
             right += int((model(images).argmax(dim=-1) == labels).sum())
             total += len(labels)
-    assert total == 359
+    assert total == 47
     assert float(match.group(1)) == pytest.approx(right / total, abs=1e-4)
 
 
@@ -114,10 +125,26 @@ def test_bad_input_exits_2_and_missing_onnx_names_the_extra(
 
 
 def test_export_from_the_command_line_uses_the_newest_run(run_cli: RunCLI, workdir: Path) -> None:
+    """In a process of its own: the exit code and output of the real command."""
     run_cli("fit", "--trainer.logger=false")
     result = run_module(["export", "--ckpt_path", "best", "--format", "torch_export"], cwd=workdir)
     assert "Parity check passed" in result.stdout
     assert list((workdir / "logs").glob("*_export/model.pt2"))
+
+
+def test_a_plain_lightning_module_exports_on_its_test_split_or_its_example_input(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A LightningModule written as Lightning's docs write one: the parity batch is its DataModule's test
+    split (47 samples); a run whose data has no test split traces the model's ``example_input_array``."""
+    fit = run_cli("fit", f"--model={PLAIN_MODEL}", f"--data={PLAIN_DATA}", "--checkpoint.monitor=val_acc")
+    ckpt = fit.run_dir / "checkpoints" / "best.ckpt"
+    capsys.readouterr()
+    main(["export", f"--ckpt_path={ckpt}", "--format=torchscript", f"--output={workdir / 'plain.pt'}"])
+    assert "batch 47:" in capsys.readouterr().out
+    model = load_model(ckpt)
+    batch = export.parity_batch(model, None)  # no DataModule: the example input
+    assert torch.equal(batch, model.example_input_array)
 
 
 def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -131,8 +158,10 @@ def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) 
 
 @pytest.fixture(scope="module")
 def batch_size_1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A digits run trained with ``--data.batch_size=1`` (a few steps)."""
-    return fit_with_batch_size_1(tmp_path_factory.mktemp("export_bs1") / "logs")
+    """A fixture run trained with ``--data.batch_size=1`` (a few steps)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ProjectCLI, "config_files", CONFIG_FILES)
+        return fit_with_batch_size_1(tmp_path_factory.mktemp("export_bs1") / "logs")
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
@@ -150,8 +179,8 @@ def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
         ]
     )
     out = capsys.readouterr().out
-    # checked at the largest batch available (64 test samples over 64 batches of 1) and at 1
-    assert re.search(r"batch 64: [0-9.e+-]+, batch 1: [0-9.e+-]+\) <= tolerance", out), out
+    # checked at the largest batch available (the 47 test samples, loaded in batches of 1) and at 1
+    assert re.search(r"batch 47: [0-9.e+-]+, batch 1: [0-9.e+-]+\) <= tolerance", out), out
     images = torch.randn(5, 1, 8, 8)
     with torch.no_grad():
         expected = load_model(run / "checkpoints" / "best.ckpt")(images)
@@ -170,7 +199,7 @@ def test_an_exporter_failure_is_one_error_line_naming_the_format(
     assert exit_info.value.code == 1
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == (
-        "error: --format torch_export: exporting ImageClassifier failed: "
+        "error: --format torch_export: exporting TinyClassifier failed: "
         "RuntimeError: Unsupported operator aten::frobnicate"
     )
     assert "Traceback" not in err

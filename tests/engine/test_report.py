@@ -7,10 +7,10 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from conftest import FAST, RunCLI
+from support import FAST, PLAIN_DATA, PLAIN_MODEL, RunCLI
 
-from project import report
-from project.cli import main
+from project.engine.cli import main
+from project.engine.commands import report
 
 
 def test_report_writes_every_plot_as_a_readable_png(
@@ -50,3 +50,17 @@ def test_report_reads_metrics_and_rejects_a_folder_without_them(
         exit_info.value.code == 2
         and "error: --ckpt_path='nope.ckpt': no such file" in capsys.readouterr().err
     )
+
+
+def test_report_of_a_plain_lightning_module_draws_what_it_can(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its ``train_loss``/``val_loss``/``val_acc`` keys are plotted, the LR plot (no scheduler) is
+    skipped with a message, and the confusion matrix comes from its test split."""
+    cli = run_cli("fit", f"--model={PLAIN_MODEL}", f"--data={PLAIN_DATA}", "--checkpoint.monitor=val_acc")
+    capsys.readouterr()
+    main(["report", str(cli.run_dir)])
+    out = capsys.readouterr().out
+    for name in ("loss", "accuracy", "memory", "confusion_matrix"):
+        assert f"wrote {cli.run_dir / 'report' / f'{name}.png'}" in out, out
+    assert "skipped lr.png: no train/lr values" in out

@@ -3,43 +3,32 @@ message naming the bad value and the fix, a non-zero exit code, and lose nothing
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import FAST, REPO_ROOT, RunCLI, run_dirs, run_module
+from support import FAST, RunCLI, run_dirs, run_module, start_module, wait_for_file
 
-from project.callbacks import CHECKS, HealthCheck
-from project.checkpointing import AtomicCheckpointIO
-from project.errors import CheckpointError, ConfigError, HealthCheckError
-
-TESTS = str(REPO_ROOT / "tests")
-#: For subprocesses started here: the tests' helpers and this repo first (it may not be pip-installed).
-SUBPROCESS_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [TESTS, str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-}
+from project.engine import pad_sequences
+from project.engine.base import seeded_split
+from project.engine.callbacks import CHECKS, HealthCheck
+from project.engine.checkpointing import AtomicCheckpointIO
+from project.engine.cli import main
+from project.engine.errors import CheckpointError, ConfigError, HealthCheckError
 
 
 # ---------------------------------------------------------------------------------- health checks
 @pytest.mark.parametrize(
     "args, check, named",
     [
-        (
-            ["--model.backbone=training_helpers.HiddenListBackbone"],
-            "hidden_modules",
-            "backbone.blocks[0] (Conv2d)",
-        ),
-        (["--model.backbone=training_helpers.DetachedBackbone"], "missing_grads", "backbone.stem.weight"),
-        (["--data=training_helpers.NaNInputDigits"], "input_finite", "NaN"),
-        (["--data=training_helpers.FiveClassDigits"], "label_range", "outside [0, 5)"),
-        (["--data=training_helpers.ColumnLabelDigits"], "label_shape", "shape [64, 1]"),
-        (["--model=training_helpers.GradInValidationClassifier"], "eval_no_grad", "output['logits']"),
+        (["--model.backbone=helpers.HiddenListBackbone"], "hidden_modules", "backbone.blocks[0] (Conv2d)"),
+        (["--model.backbone=helpers.DetachedBackbone"], "missing_grads", "backbone.stem.weight"),
+        (["--data=helpers.NaNInputImages"], "input_finite", "NaN"),
+        (["--data=helpers.FewerClassesImages"], "label_range", "outside [0, 3)"),
+        (["--data=helpers.ColumnLabelImages"], "label_shape", "shape [16, 1]"),
+        (["--model=helpers.GradInValidationClassifier"], "eval_no_grad", "output['logits']"),
     ],
 )
 def test_health_check_names_the_broken_thing(
@@ -52,55 +41,68 @@ def test_health_check_names_the_broken_thing(
 
 
 def test_a_disabled_check_lets_training_run(run_cli: RunCLI) -> None:
-    cli = run_cli(
-        "fit", "--model.backbone=training_helpers.DetachedBackbone", "--health.disable=[missing_grads]"
-    )
+    cli = run_cli("fit", "--model.backbone=helpers.DetachedBackbone", "--health.disable=[missing_grads]")
     assert cli.trainer.state.finished
     with pytest.raises(ConfigError, match="unknown check"):
         HealthCheck(disable=["no_such_check"])
     assert len(CHECKS) == 7
 
 
-@pytest.mark.slow
-def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(tmp_path: Path) -> None:
-    result = run_module(
-        [
-            "fit",
-            "--model=training_helpers.NaNLossClassifier",
-            "--model.nan_at_step=3",
-            "--trainer.max_epochs=3",
-            "--trainer.limit_train_batches=2",
-            "--trainer.enable_progress_bar=false",
-        ],
-        cwd=tmp_path,
-        check=False,
-        env={"PYTHONPATH": TESTS},
+def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(
+            [
+                "fit",
+                *FAST,
+                "--model=helpers.NaNLossClassifier",
+                "--model.nan_at_step=3",
+                "--trainer.max_epochs=3",
+            ]
+        )
+    assert caught.value.code == 1
+    err = capsys.readouterr().err
+    assert "health check 'loss_finite' failed" in err and "nan at global step 3" in err
+    assert (
+        "LR then" in err and "--model.lr_scheduler.init_args.warmup_steps" in err and "Traceback" not in err
     )
-    assert result.returncode == 1
-    assert "health check 'loss_finite' failed" in result.stderr and "nan at global step 3" in result.stderr
-    assert "LR then" in result.stderr and "Traceback" not in result.stderr
-    (run,) = run_dirs(tmp_path / "logs")
-    assert f"the last good checkpoint is {run.resolve() / 'checkpoints' / 'last.ckpt'}." in result.stderr
+    (run,) = run_dirs(workdir / "logs")
+    assert f"the last good checkpoint is {run.resolve() / 'checkpoints' / 'last.ckpt'}." in err
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == 2 and last["epoch"] == 0, "the last good checkpoint (end of epoch 0) stays"
     assert all(torch.isfinite(t).all() for t in last["state_dict"].values() if t.is_floating_point())
 
 
+def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> None:
+    check = HealthCheck(disable=["label_range", "label_shape"])
+    padded, mask, lengths = pad_sequences([torch.ones(3, 1), torch.ones(1, 1)])  # NaN padding
+    assert torch.isnan(padded).any()
+    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
+    padded[0, 1, 0] = float("nan")  # a NaN inside the real data
+    with pytest.raises(HealthCheckError, match="1 NaN and 0 Inf values outside the padding mask"):
+        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
+
+
 # ---------------------------------------------------------------------------------- bad config
+BAD_KEY_YAML = "trainer:\n  max_epohcs: 3\n"
+
+
 @pytest.mark.parametrize(
     "args, named",
     [
         (["--trainer.max_epohcs=3"], "max_epohcs"),
         (["--trainer.max_epoch=3"], "unrecognized arguments: --trainer.max_epoch=3"),  # no prefix match
-        (["--config", str(REPO_ROOT / "tests" / "bad_key.yaml")], "max_epohcs"),
+        (["--config", "bad_key.yaml"], "max_epohcs"),
         (["--trainer.max_epochs=three"], "max_epochs"),
         (["--config", "no_such_config.yaml"], "no_such_config.yaml"),
-        (["--model.backbone=project.models.NoSuchNet"], "project.models.NoSuchNet"),
+        (["--model.backbone=fixture_task.NoSuchNet"], "fixture_task.NoSuchNet"),
     ],
 )
 def test_bad_config_exits_2_naming_the_key_or_file_without_a_run_folder(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str
 ) -> None:
+    (workdir / "bad_key.yaml").write_text(BAD_KEY_YAML)
     with pytest.raises(SystemExit) as caught:
         run_cli("fit", *args)
     assert caught.value.code == 2
@@ -112,8 +114,8 @@ def test_bad_config_exits_2_naming_the_key_or_file_without_a_run_folder(
     "args, named",
     [
         (["--data.batch_size=-1"], "batch_size=-1: must be at least 1"),
-        (["--data.val_fraction=1.5"], "val_fraction=1.5"),
-        (["--trainer.accelerator=gpu"], "No supported gpu backend found"),
+        (["--data.num_workers=-1"], "num_workers=-1: must be 0"),
+        (["--trainer.accelerator=gpu"], "building the run failed: MisconfigurationException"),
     ],
 )
 def test_a_value_its_class_rejects_is_a_config_error_without_a_run_folder(
@@ -126,11 +128,22 @@ def test_a_value_its_class_rejects_is_a_config_error_without_a_run_folder(
     assert not (workdir / "logs").exists() or not run_dirs(workdir / "logs")
 
 
-def test_an_optimizer_argument_it_rejects_is_a_clean_error_with_exit_2(tmp_path: Path) -> None:
-    result = run_module(["fit", "--model.optimizer.init_args.lr=-1", *FAST], cwd=tmp_path, check=False)
-    assert result.returncode == 2, result.stderr
-    assert "error: model.optimizer / model.lr_scheduler: Invalid learning rate: -1.0" in result.stderr
-    assert "Traceback" not in result.stderr
+def test_split_fractions_that_leave_no_training_split_are_named() -> None:
+    """BaseDataModule's helpers for a DataModule that splits one dataset (as the digits example does)."""
+    assert [len(part) for part in seeded_split(10, [0.2, 0.3], seed=0)] == [2, 3, 5]
+    with pytest.raises(ValueError, match=r"fractions\[0\]=1.5"):
+        seeded_split(10, [1.5], seed=0)
+
+
+def test_an_optimizer_argument_it_rejects_is_a_clean_error_with_exit_2(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["fit", *FAST, "--model.optimizer.init_args.lr=-1"])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: model.optimizer / model.lr_scheduler: Invalid learning rate: -1.0" in err
+    assert "Traceback" not in err
 
 
 # ---------------------------------------------------------------------------------- bad checkpoints
@@ -157,7 +170,7 @@ def test_truncated_checkpoint_is_named(
 def test_checkpoint_that_needs_unpickling_is_refused_without_the_trust_flag(
     run_cli: RunCLI, good_checkpoint: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Also pins that the checkpoint is read once, by the project: LightningCLI would read its
+    """Also pins that the checkpoint is read once, by the engine: LightningCLI would read its
     hyperparameters itself with ``weights_only=True`` (and fail here) if it saw ``ckpt_path``."""
     checkpoint = torch.load(good_checkpoint, weights_only=True)
     checkpoint["extra"] = Path("an arbitrary python object")
@@ -200,10 +213,7 @@ def test_checkpoint_writes_are_atomic(tmp_path: Path) -> None:
 def test_a_crash_in_training_step_leaves_the_previous_last_checkpoint_intact(run_cli: RunCLI) -> None:
     with pytest.raises(RuntimeError, match="boom"):
         run_cli(
-            "fit",
-            "--model=training_helpers.CrashingClassifier",
-            "--model.crash_at_step=3",
-            "--trainer.max_epochs=3",
+            "fit", "--model=helpers.CrashingClassifier", "--model.crash_at_step=3", "--trainer.max_epochs=3"
         )
     (run,) = run_dirs(Path("logs"))
     last = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
@@ -212,36 +222,24 @@ def test_a_crash_in_training_step_leaves_the_previous_last_checkpoint_intact(run
 
 
 # ---------------------------------------------------------------------------------- interruption
+SIGNAL_RUN = [
+    "--trainer.max_epochs=3",
+    "--trainer.limit_train_batches=10",
+    "--trainer.limit_val_batches=1",
+    "--trainer.enable_progress_bar=false",
+]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
     tmp_path: Path, signum: int, code: int
 ) -> None:
-    args = [
-        sys.executable,
-        "-m",
-        "project",
-        "fit",
-        "--trainer.max_epochs=3",
-        "--trainer.limit_train_batches=10",
-        "--trainer.limit_val_batches=1",
-        "--trainer.enable_progress_bar=false",
-        "--run_name=run",
-    ]
-    env = {**SUBPROCESS_ENV, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [*args, "--trainer.callbacks+=training_helpers.SlowDown"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    process = start_module(
+        ["fit", *SIGNAL_RUN, "--run_name=run", "--trainer.callbacks+=helpers.SlowDown"], tmp_path
     )
     last = tmp_path / "logs" / "run" / "checkpoints" / "last.ckpt"
-    deadline = time.monotonic() + 120
-    while not last.exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
-    assert last.exists(), process.communicate()
+    wait_for_file(last, process)  # the end of epoch 0
     time.sleep(0.45)  # about 4 batches into epoch 1
     process.send_signal(signum)
     stdout, stderr = process.communicate(timeout=120)
@@ -250,39 +248,14 @@ def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
     assert "Traceback" not in stderr
     saved = torch.load(last, weights_only=True)
     assert 10 < saved["global_step"] < 20, "a mid-epoch checkpoint, taken when the signal arrived"
-    run_module(
-        ["fit", *args[4:-1], "--run_name=resumed", "--ckpt_path=last"],
-        cwd=tmp_path,
-        env={"PYTHONPATH": TESTS},
-    )
+    run_module(["fit", *SIGNAL_RUN, "--run_name=resumed", "--ckpt_path=last"], cwd=tmp_path)
     resumed = torch.load(tmp_path / "logs" / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
     assert resumed["global_step"] == 30 and resumed["epoch"] == 2
 
 
-# ---------------------------------------------------------------------------------- concurrent runs
 @pytest.mark.slow
 def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None:
-    command = [
-        sys.executable,
-        "-m",
-        "project",
-        "fit",
-        "--trainer.max_epochs=1",
-        "--trainer.limit_train_batches=2",
-        "--trainer.limit_val_batches=1",
-        "--trainer.enable_progress_bar=false",
-    ]
-    processes = [
-        subprocess.Popen(
-            command,
-            cwd=tmp_path,
-            env=SUBPROCESS_ENV,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
+    processes = [start_module(["fit", *FAST], tmp_path) for _ in range(2)]
     for process in processes:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr
@@ -290,15 +263,3 @@ def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None
     assert len(folders) == 2
     for folder in folders:
         assert (folder / "checkpoints" / "last.ckpt").is_file() and (folder / "config.yaml").is_file()
-
-
-def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> None:
-    from project.data.collate import pad_sequences
-
-    check = HealthCheck(disable=["label_range", "label_shape"])
-    padded, mask, lengths = pad_sequences([torch.ones(3, 1), torch.ones(1, 1)])  # NaN padding
-    assert torch.isnan(padded).any()
-    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]
-    padded[0, 1, 0] = float("nan")  # a NaN inside the real data
-    with pytest.raises(HealthCheckError, match="1 NaN and 0 Inf values outside the padding mask"):
-        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())  # type: ignore[arg-type]

@@ -1,0 +1,62 @@
+"""Any LightningModule works: a module and a DataModule written as Lightning's docs write them (no class
+of ours, a metric logged as ``val_acc``) run fit, validate and ``test --ckpt_path best`` with only a config
+(issue 23, item 2), and no data link writes a ``None`` into a model that lacks the argument."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from support import PLAIN_DATA, PLAIN_MODEL, RunCLI, metric_rows, run_main
+
+PLAIN = [
+    f"--model={PLAIN_MODEL}",
+    f"--data={PLAIN_DATA}",
+    "--checkpoint.monitor=val_acc",
+    "--checkpoint.mode=max",
+    "--trainer.max_epochs=4",
+    "--trainer.limit_val_batches=3",  # all of the 45 validation samples
+]
+
+
+def test_a_plain_module_fits_validates_and_tests_its_best_checkpoint(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_main(["fit", "--trainer.enable_progress_bar=false", *PLAIN], capsys)
+    assert code == 0, err
+    (run,) = [p for p in (workdir / "logs").iterdir()]
+    best = run / "checkpoints" / "best.ckpt"
+    scores = [value for _, _, value in metric_rows(run, "val_acc")]
+    best_epoch = scores.index(max(scores))  # the first epoch with the best score
+    assert f"Best checkpoint (val_acc={max(scores):.4f}): {best}" in out
+    assert [value for _, _, value in metric_rows(run, "val_acc_best")] == pytest.approx(
+        [max(scores[: i + 1]) for i in range(4)]
+    )
+    checkpoint = torch.load(best, weights_only=True)
+    assert checkpoint["epoch"] == best_epoch
+    # the links have no source in PlainData and no target in PlainClassifier but num_classes: none is set
+    saved = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    assert saved == {"num_classes": 4, "lr": 0.01}
+    hparams = yaml.safe_load((run / "hparams.yaml").read_text()) or {}
+    assert not {"in_channels", "in_features"} & set(hparams) and None not in hparams.values(), hparams
+
+    validate = run_cli("validate", "--ckpt_path=best", "--trainer.limit_val_batches=3")
+    assert float(validate.trainer.callback_metrics["val_acc"]) == pytest.approx(scores[best_epoch])
+    test = run_cli("test", "--ckpt_path=best", "--trainer.limit_test_batches=3")
+    assert type(test.model).__name__ == "PlainClassifier" and type(test.datamodule).__name__ == "PlainData"
+    assert Path(test.config.test.ckpt_path).resolve() == best  # the best epoch's checkpoint is the one tested
+    for name, tensor in test.model.state_dict().items():
+        assert torch.equal(tensor, checkpoint["state_dict"][name]), name
+    assert 0.0 <= float(test.trainer.callback_metrics["test_acc"]) <= 1.0
+
+
+def test_a_plain_module_may_not_be_given_a_linked_value_it_lacks(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A link is declared for the classes that take it: PlainClassifier has no in_channels, so giving
+    one is an unknown argument (one error line), not a value written into it."""
+    code, _, err = run_main(["fit", *PLAIN, "--model.in_channels=3"], capsys)
+    assert code == 2 and "in_channels" in err
+    assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
