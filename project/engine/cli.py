@@ -200,6 +200,14 @@ class ProjectCLI(CheckpointReadOnce):
         finish_wandb_run(is_global_zero=False)
         shutil.rmtree(run_dir, ignore_errors=True)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProjectCLI:
+        """The CLI itself, never a copy: the optimizer and scheduler callables LightningCLI gives a model
+        keep a reference to it (through their instantiator), so copying a model (Lightning's
+        ``WeightAveraging`` deep-copies the LightningModule into its average) would otherwise copy the
+        whole CLI, the trainer and the data with it, and fail under DDP (``cannot pickle
+        '_thread.lock'``)."""
+        return self
+
     def __enter__(self) -> ProjectCLI:
         """``with ProjectCLI(args, run=False) as cli: cli.trainer.fit(...)``: see :meth:`__exit__`."""
         return self
