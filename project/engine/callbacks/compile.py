@@ -15,6 +15,8 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from ..errors import ConfigError, first_line
 
 _COMPILER_MODULES = ("torch._dynamo", "torch._inductor")
+#: ``torch.compile``'s modes (``None``: its default).
+Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
 def is_compile_error(error: BaseException) -> bool:
@@ -47,10 +49,10 @@ class CompileModel(Callback):
     The compiled ``forward`` runs inside the steps of the loops (between the ``on_*_batch_start`` and
     ``on_*_batch_end`` hooks); called anywhere else (the model summary's FLOP count, your own code) it
     runs eagerly. Compilation is lazy: ``forward`` compiles at its first call in a training step and at
-    its first in an evaluation step (and again for a new input shape). The time of those first calls is printed once, after
-    the first batch that is not a sanity check (``compile: ...``). A ``forward`` that fails to compile
-    (e.g. a graph break with ``fullgraph``, a backend that fails) stops the run with a
-    :class:`ConfigError` naming the cause and ``--compile.enabled=false``.
+    its first in an evaluation step (and again for a new input shape). The time of those first calls is
+    printed once, after the first batch that is not a sanity check (``compile: ...``). A ``forward``
+    that fails to compile (e.g. a graph break with ``fullgraph``, a backend that fails) stops the run
+    with a :class:`ConfigError` naming the cause and ``--compile.enabled=false``.
 
     Args:
         enabled: Compile the module (default off: the model runs eagerly).
@@ -69,7 +71,7 @@ class CompileModel(Callback):
     def __init__(
         self,
         enabled: bool = False,
-        mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] | None = None,
+        mode: Mode | None = None,
         dynamic: bool | None = None,
         fullgraph: bool = False,
         backend: str = "inductor",
@@ -94,7 +96,9 @@ class CompileModel(Callback):
         try:
             compiled = torch.compile(pl_module.forward, backend=self.backend, **options)  # type: ignore[arg-type]
         except Exception as error:  # e.g. an unknown backend
-            raise ConfigError(f"--compile: torch.compile rejected the settings: {self._cause(error)}") from error
+            raise ConfigError(
+                f"--compile: torch.compile rejected the settings: {self._cause(error)}"
+            ) from error
         pl_module.forward = self._guard(pl_module, pl_module.forward, compiled)  # type: ignore[method-assign]
         self._compiled.add(pl_module)
 
@@ -121,7 +125,9 @@ class CompileModel(Callback):
                 raise ConfigError(
                     f"torch.compile failed on {type(pl_module).__name__}.forward: {self._cause(error)}{hint}"
                 ) from error
-            self.first_calls.setdefault("train" if pl_module.training else "eval", time.perf_counter() - start)
+            self.first_calls.setdefault(
+                "train" if pl_module.training else "eval", time.perf_counter() - start
+            )
             return result
 
         return call
@@ -145,13 +151,33 @@ class CompileModel(Callback):
                 flush=True,
             )
 
-    def _start(self, *args: Any) -> None:
+    def _start(self) -> None:
         self._in_step = self.enabled
 
-    on_train_batch_start = on_validation_batch_start = on_test_batch_start = on_predict_batch_start = _start
-
-    def _end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+    def _end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._in_step = False
         self._show(trainer, pl_module)
 
-    on_train_batch_end = on_validation_batch_end = on_test_batch_end = on_predict_batch_end = _end
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._start()
+
+    def on_validation_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._start()
+
+    def on_test_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._start()
+
+    def on_predict_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._start()
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._end(trainer, pl_module)
+
+    def on_validation_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._end(trainer, pl_module)
+
+    def on_test_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._end(trainer, pl_module)
+
+    def on_predict_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        self._end(trainer, pl_module)
