@@ -184,7 +184,9 @@ def load_matching_weights(model: nn.Module, checkpoint: dict[str, Any], path: st
         CheckpointError: the checkpoint has no ``state_dict``, or none of its tensors fits ``model``.
     """
     if "state_dict" not in checkpoint:
-        raise CheckpointError(f"--init_from={path}: no 'state_dict' in the checkpoint: not a Lightning checkpoint")
+        raise CheckpointError(
+            f"--init_from={path}: no 'state_dict' in the checkpoint: not a Lightning checkpoint"
+        )
     saved, own = checkpoint["state_dict"], model.state_dict()
     loaded = {key: value for key, value in saved.items() if key in own and value.shape == own[key].shape}
     if not loaded:
@@ -194,7 +196,9 @@ def load_matching_weights(model: nn.Module, checkpoint: dict[str, Any], path: st
         )
     model.load_state_dict(loaded, strict=False)
     shapes = [
-        f"{key} {list(saved[key].shape)} vs {list(own[key].shape)}" for key in own if key in saved and key not in loaded
+        f"{key} {list(saved[key].shape)} vs {list(own[key].shape)}"
+        for key in own
+        if key in saved and key not in loaded
     ]
     left = {
         "other shape, initialised anew": shapes,
