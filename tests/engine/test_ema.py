@@ -160,7 +160,12 @@ def test_the_average_survives_a_resume_bit_for_bit(run_cli: Any, workdir: Path, 
 @pytest.mark.slow
 def test_ddp_ranks_keep_the_same_average(workdir: Path) -> None:
     """2 CPU processes (gloo): each rank's average at the end of training is the same, and it is the one
-    in ``last.ckpt``."""
+    in ``last.ckpt``.
+
+    The averaged parameters are equal on every rank at every step (DDP keeps the parameters equal).
+    BatchNorm's statistics are per process under DDP (without SyncBatchNorm), and so are their
+    averages between validations; each validation's forward takes rank 0's (DDP broadcasts buffers),
+    and checkpoints are rank 0's, so what is validated and saved is one average."""
     args = [
         *FAST, *EMA, "--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu",
         "--trainer.max_epochs=2", "--trainer.limit_train_batches=4", "--run_name=ddp",
