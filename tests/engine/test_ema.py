@@ -206,3 +206,15 @@ def test_a_resume_that_switches_averaging_on_or_off_stops_with_one_line(
     # with the run's own setting both resume
     main(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=logs/averaged/checkpoints/last.ckpt", *EMA])
     main(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=logs/plain/checkpoints/last.ckpt"])
+
+
+@pytest.mark.slow
+def test_ema_and_compile_together(run_cli: Any) -> None:
+    """Compiled and averaged: the validation during fit is of the average (validate reproduces it
+    uncompiled) and the checkpoint keeps the eager keys."""
+    fit = run_cli("fit", *EMA, "--compile.enabled=true", "--trainer.limit_val_batches=3")
+    last = fit.run_dir / "checkpoints/last.ckpt"
+    (logged,) = [value for _, _, value in metric_rows(fit.run_dir, "val/loss")]
+    validate = run_cli("validate", f"--ckpt_path={last}", "--trainer.limit_val_batches=3")
+    assert float(validate.trainer.callback_metrics["val/loss"]) == pytest.approx(logged, rel=1e-5)
+    assert list(checkpoint(last)["state_dict"]) == list(TinyClassifier().state_dict())
