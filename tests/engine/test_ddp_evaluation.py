@@ -160,7 +160,7 @@ def test_sigterm_stops_ddp_training_within_seconds_with_a_resumable_checkpoint(t
     time.sleep(0.8)  # a batch or two into epoch 1
     process.send_signal(signal.SIGTERM)
     started = time.monotonic()
-    stdout, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]
     assert time.monotonic() - started < 30
     assert "saved a resumable checkpoint" in stderr and "Traceback" not in stderr
