@@ -60,6 +60,7 @@ from .checks import (
     warn_replaced_by_checkpoint,
 )
 from .errors import ConfigError, ProjectError, TrainingInterrupted, first_line
+from .parser import Parser
 from .progress import quiet_console
 from .provenance import Provenance
 from .resume import CheckpointReadOnce, ExactResume
@@ -106,7 +107,11 @@ class ConfigFile(ActionConfigFile):
             check_removed_keys(values)
         except ConfigError as error:
             parser.error(str(error))
-        super().__call__(parser, cfg, values, option_string)
+        parser.reading = values  # (named in the error of a misspelt class path in it: parser.Parser)
+        try:
+            super().__call__(parser, cfg, values, option_string)
+        finally:
+            parser.reading = None
 
 
 class ConfigBeforeSubcommand(ConfigFile):
@@ -159,6 +164,7 @@ class ProjectCLI(CheckpointReadOnce):
         kwargs.setdefault("subclass_mode_data", True)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_callback", SaveConfig)
+        kwargs.setdefault("parser_class", Parser)
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None

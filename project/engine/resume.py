@@ -1,7 +1,7 @@
 """Exact resume: per-epoch reseeding, generator states in the checkpoint, and the resumable training
 loader (PRACTICES.md rows 8 and 9; README, "Checkpoints and exact resume").
 
-This is the one module that touches private Lightning attributes; each is named in
+This is the one module that touches private Lightning (and jsonargparse) attributes; each is named in
 :data:`PRIVATE_ATTRIBUTES` and pinned by ``tests/engine/test_private_apis.py``, so that an upgrade that
 moves one fails loudly there instead of silently breaking a resume.
 """
@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from jsonargparse import Namespace
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.cli import LightningCLI
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from torch.utils.data import Dataset, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler
@@ -36,6 +37,7 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
+    ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
 )
 
 
@@ -102,6 +104,18 @@ class CheckpointReadOnce(LightningCLI):
 
     def _parse_ckpt_path(self) -> None:
         """Nothing: the checkpoint was read and applied when the arguments were parsed."""
+
+
+class RecordsUnrecognized(LightningArgumentParser):
+    """LightningCLI's parser that keeps ``unrecognized``: the command-line arguments no option took (the
+    second value of jsonargparse's private ``_parse_known_args_internal``), which ``parser.Parser``'s
+    error explains with the closest option."""
+
+    unrecognized: list[str] = []
+
+    def _parse_known_args_internal(self, *args: Any, **kwargs: Any) -> tuple[Namespace, list[str]]:
+        namespace, self.unrecognized = super()._parse_known_args_internal(*args, **kwargs)
+        return namespace, self.unrecognized
 
 
 class ExactResume(Callback):

@@ -1,6 +1,6 @@
-"""The private Lightning attributes that ``engine/resume.py`` uses (its ``PRIVATE_ATTRIBUTES``):
-each exists in the installed Lightning, and the behaviour it is used for still holds, so an upgrade that
-renames or changes one fails here, loudly, instead of silently breaking a resume."""
+"""The private Lightning (and one jsonargparse) attributes that ``engine/resume.py`` lists (its
+``PRIVATE_ATTRIBUTES``): each exists in the installed version, and the behaviour it is used for still
+holds, so an upgrade that renames or changes one fails here, loudly, instead of silently breaking a resume."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 from fixture_task import TinyImages
 from helpers import SyncDistClassifier
+from jsonargparse import ArgumentParser
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
 from support import RunCLI, metric_rows
@@ -45,6 +46,7 @@ def test_every_private_attribute_exists_in_the_installed_lightning() -> None:
         "_FitLoop": fit_loop,
         "_TrainingEpochLoop": fit_loop.epoch_loop,
         "Trainer": trainer,
+        "ArgumentParser": ArgumentParser,
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:

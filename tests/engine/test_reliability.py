@@ -85,28 +85,71 @@ def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> Non
 
 
 # ---------------------------------------------------------------------------------- bad config
-BAD_KEY_YAML = "trainer:\n  max_epohcs: 3\n"
+BAD_FILES = {
+    "bad_key.yaml": "trainer:\n  max_epohcs: 3\n",
+    "bad_class.yaml": "model:\n  class_path: fixture_task.TinyClasifier\n",
+    "bad_argument.yaml": "model:\n  init_args:\n    lr_scheduler_intervl: step\n",
+}
+
+
+MEAN, TINY, TINY_CNN, INTERVAL = (
+    "; did you mean `%s`?",
+    "fixture_task.TinyC",
+    "fixture_task.TinyCNN",
+    "lr_scheduler_interval",
+)
 
 
 @pytest.mark.parametrize(
-    "args, named",
-    [
-        (["--trainer.max_epohcs=3"], "max_epohcs"),
-        (["--trainer.max_epoch=3"], "unrecognized arguments: --trainer.max_epoch=3"),  # no prefix match
-        (["--config", "bad_key.yaml"], "max_epohcs"),
-        (["--trainer.max_epochs=three"], "max_epochs"),
-        (["--config", "no_such_config.yaml"], "no_such_config.yaml"),
-        (["--model.backbone=fixture_task.NoSuchNet"], "fixture_task.NoSuchNet"),
+    "args, error",
+    [  # a misspelt key or class name: the closest valid name, and the file it is in
+        (
+            ["--trainer.max_epohcs=3"],
+            "unrecognized argument `--trainer.max_epohcs`" + MEAN % "--trainer.max_epochs",
+        ),
+        (
+            ["--trainer.max_epoch=3"],
+            "unrecognized argument `--trainer.max_epoch`" + MEAN % "--trainer.max_epochs",
+        ),
+        (
+            ["-c", "bad_key.yaml"],
+            "unknown key `trainer.max_epohcs` (in bad_key.yaml)" + MEAN % "trainer.max_epochs",
+        ),
+        (["--model.backbone=fixture_task.TinyCN"], "`fixture_task.TinyCN` does not exist" + MEAN % TINY_CNN),
+        (
+            ["-c", "bad_class.yaml"],
+            f"`{TINY}lasifier` does not exist (in bad_class.yaml)" + MEAN % f"{TINY}lassifier",
+        ),
+        (
+            ["--model.init_args.lr_scheduler_intervl=step"],
+            "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL,
+        ),
+        (["--model.lr_scheduler_intervl=step"], "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL),
+        (
+            ["-c", "bad_argument.yaml"],
+            "unknown key `lr_scheduler_intervl` (in bad_argument.yaml)" + MEAN % INTERVAL,
+        ),
+        (
+            ["--model.backbone=fixture_task.NoSuchNet"],
+            "`fixture_task.NoSuchNet` does not exist",
+        ),  # none close
+        (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest
+        (["--trainer.max_epochs=three"], None),
     ],
 )
-def test_bad_config_exits_2_naming_the_key_or_file_without_a_run_folder(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], named: str
+def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], error: str | None
 ) -> None:
-    (workdir / "bad_key.yaml").write_text(BAD_KEY_YAML)
+    for name, text in BAD_FILES.items():
+        (workdir / name).write_text(text)
     with pytest.raises(SystemExit) as caught:
         run_cli("fit", *args)
     assert caught.value.code == 2
-    assert named in capsys.readouterr().err
+    err = capsys.readouterr().err
+    if error is not None:
+        assert err.splitlines()[-1] == f"error: {error}", err
+    else:
+        assert args[-1].partition("=")[2 if "=" in args[-1] else 0] in err
     assert not (workdir / "logs").exists()
 
 
