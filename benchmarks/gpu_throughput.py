@@ -10,8 +10,9 @@ Every configuration runs the template's own ``fit`` path (``ProjectCLI``, defaul
 ``project.data.SyntheticDataModule`` (20,000 images ``[3, 32, 32]``, batch 256). Images/s
 count the epochs after the first (cuDNN autotuning, allocator growth and compilation happen in the first);
 peak memory is ``torch.cuda.max_memory_allocated`` over the whole fit. ``channels_last`` converts the
-model's parameters (cuDNN then runs NHWC kernels); ``torch.compile`` compiles the backbone
-(``--smoke`` uses the ``eager`` backend, which checks the wiring without a compiler run).
+model's parameters (cuDNN then runs NHWC kernels); ``torch.compile`` is the engine's switch
+(``--compile.enabled=true``: the model's forward, inductor; ``--smoke`` uses the ``eager`` backend,
+which checks the wiring without a compiler run); ``EMA`` adds ``configs/callbacks/ema.yaml``.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ import parity  # noqa: E402
 
 from project.engine.cli import ProjectCLI  # noqa: E402
 
-#: (label, precision, channels_last, compile)
-CONFIGS: list[tuple[str, str, bool, bool]] = [
-    ("32-true", "32-true", False, False),
-    ("16-mixed", "16-mixed", False, False),
-    ("bf16-mixed", "bf16-mixed", False, False),
-    ("bf16-mixed + channels_last", "bf16-mixed", True, False),
-    ("bf16-mixed + channels_last + torch.compile", "bf16-mixed", True, True),
-    ("32-true + torch.compile", "32-true", False, True),
+#: (label, precision, channels_last, compile, EMA)
+CONFIGS: list[tuple[str, str, bool, bool, bool]] = [
+    ("32-true", "32-true", False, False, False),
+    ("16-mixed", "16-mixed", False, False, False),
+    ("bf16-mixed", "bf16-mixed", False, False, False),
+    ("bf16-mixed + channels_last", "bf16-mixed", True, False, False),
+    ("bf16-mixed + channels_last + torch.compile", "bf16-mixed", True, True, False),
+    ("32-true + torch.compile", "32-true", False, True, False),
+    ("32-true + EMA", "32-true", False, False, True),
 ]
 
 
@@ -77,7 +79,7 @@ class Throughput(Callback):
 
 
 def run(
-    precision: str, channels_last: bool, compile_backbone: bool, smoke: bool, logs_dir: str
+    precision: str, channels_last: bool, compile_model: bool, ema: bool, smoke: bool, logs_dir: str
 ) -> dict[str, float]:
     """One template fit; returns images/s, peak memory (MiB) and the final train loss."""
     size = (
@@ -98,6 +100,12 @@ def run(
         "--trainer.enable_model_summary=false",
         f"--logs_dir={logs_dir}",
         *size,
+        *(
+            ["--compile.enabled=true", f"--compile.backend={'eager' if smoke else 'inductor'}"]
+            if compile_model
+            else []
+        ),
+        *(["--config", str(REPO_ROOT / "configs" / "callbacks" / "ema.yaml")] if ema else []),
     ]
     argv, sys.argv = sys.argv, sys.argv[:1]
     try:
@@ -107,8 +115,6 @@ def run(
     model: Any = cli.model
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
-    if compile_backbone:
-        model.backbone = torch.compile(model.backbone, backend="eager" if smoke else "inductor")
     timer = Throughput()
     cli.trainer.callbacks.append(timer)  # type: ignore[attr-defined]
     if torch.cuda.is_available():
@@ -140,10 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     print("| configuration | images/s | peak memory (MiB) | final train/loss |")
     print("|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory(prefix="gpu_throughput_") as logs_dir:
-        for label, precision, channels_last, compile_backbone in CONFIGS:
+        for label, precision, channels_last, compile_model, ema in CONFIGS:
             if args.smoke and precision == "16-mixed":  # float16 autocast with loss scaling is CUDA-only
                 continue
-            result = run(precision, channels_last, compile_backbone, args.smoke, logs_dir)
+            result = run(precision, channels_last, compile_model, ema, args.smoke, logs_dir)
             print(
                 f"| {label} | {result['images_per_s']:,.0f} | {result['peak_mib']:,.0f} | "
                 f"{result['loss']:.4f} |",

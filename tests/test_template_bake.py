@@ -560,7 +560,7 @@ def test_a_repo_whose_example_is_replaced_by_a_plain_lightning_task_stays_green(
     name = "tensorboard-minimal-apache-nogha"
     repo = tmp_path / "repo"
     shutil.copytree(baked[name], repo, symlinks=True)
-    package = package_of(name, repo)
+    package = package_of(name, baked[name])  # (the name comes from the baked folder's, not the copy's)
     replace_the_example(repo, package)
     env = subprocess_env(repo, tmp_path)
     env["WANDB_MODE"] = "disabled"
@@ -580,7 +580,9 @@ def test_a_repo_whose_example_is_replaced_by_a_plain_lightning_task_stays_green(
     assert "Parity check passed" in exported
     venv = tmp_path / "venv"  # `make test` with this interpreter: a stamp says it is installed
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    python_ = venv / "bin" / "python"  # (a script, not a link: a link outside a venv loses its packages)
+    python_.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python_.chmod(0o755)
     (venv / ".installed").touch()
     output = run(["make", "test", f"VENV={venv}"], cwd=repo, env=env, timeout=1800)
     assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-3000:]

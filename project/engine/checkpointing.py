@@ -1,5 +1,5 @@
-"""Checkpoint files: ``last.ckpt``'s callback, atomic writes, and checks that run before a checkpoint
-is used."""
+"""Checkpoint files: ``last.ckpt``'s callback, atomic writes, checks that run before a checkpoint is
+used, and loading another run's weights into a new run (``fit --init_from``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
 from torch import nn
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .provenance import warn_on_version_change
 
 
@@ -145,3 +145,67 @@ def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: st
             f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
             f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
         )
+
+
+def check_weight_averaging(trainer: Trainer, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Refuse a resume whose weight averaging (Lightning's ``WeightAveraging``, e.g. the EMA preset
+    ``configs/callbacks/ema.yaml``) differs from the run's: a checkpoint of an averaging run holds the
+    averaged weights in ``state_dict`` and the trained ones in ``current_model_state``, and without the
+    callback Lightning would go on training from the averages as if they were the current weights.
+
+    Raises:
+        ConfigError: the checkpoint was saved with weight averaging and ``trainer`` has none, or the
+            other way round (the average would start at the resume instead of where the run started).
+    """
+    averaging = [type(cb).__name__ for cb in trainer.callbacks if isinstance(cb, WeightAveraging)]  # type: ignore[attr-defined]
+    saved = "current_model_state" in checkpoint
+    fresh = f"start a new run from its weights with --init_from={path}"
+    if saved and not averaging:
+        raise ConfigError(
+            f"--ckpt_path={path}: the run averaged its weights (its state_dict holds the averages, "
+            "current_model_state the trained weights), but this fit has no weight averaging and would "
+            "train on from the averages. Resume with the run's averaging (e.g. --config "
+            f"configs/callbacks/ema.yaml), or {fresh}"
+        )
+    if averaging and not saved:
+        raise ConfigError(
+            f"--ckpt_path={path}: the checkpoint was saved without weight averaging, but this fit averages "
+            f"({averaging[0]}), so the average would start here instead of where the run started. Resume "
+            f"without the averaging (drop configs/callbacks/ema.yaml), or {fresh}"
+        )
+
+
+def load_matching_weights(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> str:
+    """Load into ``model`` every tensor of the checkpoint's ``state_dict`` whose key and shape match
+    (``fit --init_from``: a new run from another run's weights, e.g. a new head size); the others keep
+    their initial values. Returns one line naming what was loaded and every key left out.
+
+    Raises:
+        CheckpointError: the checkpoint has no ``state_dict``, or none of its tensors fits ``model``.
+    """
+    if "state_dict" not in checkpoint:
+        raise CheckpointError(
+            f"--init_from={path}: no 'state_dict' in the checkpoint: not a Lightning checkpoint"
+        )
+    saved, own = checkpoint["state_dict"], model.state_dict()
+    loaded = {key: value for key, value in saved.items() if key in own and value.shape == own[key].shape}
+    if not loaded:
+        raise CheckpointError(
+            f"--init_from={path}: none of its {len(saved)} tensors fits {type(model).__name__} (no key with "
+            "the same name and shape); is it a checkpoint of this kind of model?"
+        )
+    model.load_state_dict(loaded, strict=False)
+    shapes = [
+        f"{key} {list(saved[key].shape)} vs {list(own[key].shape)}"
+        for key in own
+        if key in saved and key not in loaded
+    ]
+    left = {
+        "other shape, initialised anew": shapes,
+        "not in the checkpoint, initialised anew": [key for key in own if key not in saved],
+        "not in the model, unused": [key for key in saved if key not in own],
+    }
+    parts = [f"{what}: {', '.join(keys)}" for what, keys in left.items() if keys]
+    return f"--init_from: {len(loaded)} of {len(own)} tensors of {type(model).__name__} from {path}" + (
+        f"; {'; '.join(parts)}" if parts else " (all)"
+    )

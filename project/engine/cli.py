@@ -28,6 +28,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from .callbacks import (
+    CompileModel,
     CSVPredictionWriter,
     DistributedEvaluation,
     GracefulInterruption,
@@ -41,7 +42,9 @@ from .checkpointing import (
     BestCheckpoint,
     LastCheckpoint,
     check_state_dict_fits,
+    check_weight_averaging,
     load_checkpoint,
+    load_matching_weights,
 )
 from .checks import (
     DATA_LINKS,
@@ -159,6 +162,7 @@ class ProjectCLI(CheckpointReadOnce):
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
+        self.init_checkpoint: dict[str, Any] | None = None  # fit --init_from: weights only
         self._environ = dict(os.environ)
         self.runs_subcommand = run
         try:
@@ -196,6 +200,14 @@ class ProjectCLI(CheckpointReadOnce):
         finish_wandb_run(is_global_zero=False)
         shutil.rmtree(run_dir, ignore_errors=True)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ProjectCLI:
+        """The CLI itself, never a copy: the optimizer and scheduler callables LightningCLI gives a model
+        keep a reference to it (through their instantiator), so copying a model (Lightning's
+        ``WeightAveraging`` deep-copies the LightningModule into its average) would otherwise copy the
+        whole CLI, the trainer and the data with it, and fail under DDP (``cannot pickle
+        '_thread.lock'``)."""
+        return self
+
     def __enter__(self) -> ProjectCLI:
         """``with ProjectCLI(args, run=False) as cli: cli.trainer.fit(...)``: see :meth:`__exit__`."""
         return self
@@ -224,6 +236,14 @@ class ProjectCLI(CheckpointReadOnce):
         """Add the run-folder arguments, the engine's callbacks and the data links."""
         self.parsers.append(parser)
         add_run_folder_arguments(parser)
+        parser.add_argument(
+            "--init_from",
+            type=str | None,
+            default=None,
+            help="fit only: start a new run from the weights of a checkpoint (a file, or best/last of the "
+            "newest run), with a fresh optimizer, schedule and epoch count; tensors whose name or shape "
+            "differ (a new head) keep their initial values and are named.",
+        )
         parser.add_lightning_class_args(BestCheckpoint, "checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
         parser.add_lightning_class_args(MemoryMonitor, "memory")
@@ -231,6 +251,7 @@ class ProjectCLI(CheckpointReadOnce):
         parser.add_lightning_class_args(TrainingMonitor, "training_monitor")
         parser.add_lightning_class_args(HealthCheck, "health")
         parser.add_lightning_class_args(GracefulInterruption, "interruption")
+        parser.add_lightning_class_args(CompileModel, "compile")
         for target, source in DATA_LINKS.items():
             attribute, first = source.removesuffix("[0]"), source.endswith("[0]")
             parser.link_arguments(
@@ -263,6 +284,8 @@ class ProjectCLI(CheckpointReadOnce):
             warn_carried_over(config, subparser.get_defaults())
             if config.get("ckpt_path") is not None:
                 self._apply_checkpoint(subparser, config)
+            if config.get("init_from") is not None:
+                self._read_init_from(self._config())
             if "verbose" in self._config() and "verbose" not in self.explicit:
                 self._config().verbose = (
                     False  # one line of results (after_test) instead of Lightning's table
@@ -295,6 +318,23 @@ class ProjectCLI(CheckpointReadOnce):
         config.ckpt_path = str(ckpt_path)
         warn_replaced_by_checkpoint(self.explicit, config)
 
+    def _read_init_from(self, config: Namespace) -> None:
+        """Resolve ``--init_from`` (a file, ``best``, ``last``), read its checkpoint once and record the
+        file's absolute path in the config (so ``config.yaml`` names the weights the run started from)."""
+        subcommand = self.config.get("subcommand")
+        if subcommand not in (None, "fit"):
+            raise ConfigError(
+                f"--init_from starts a new training run: use it with fit; {subcommand} takes --ckpt_path"
+            )
+        if config.get("ckpt_path") is not None:
+            raise ConfigError(
+                "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, schedule, "
+                "epoch); --init_from starts a new run from its weights only"
+            )
+        path = resolve_checkpoint(config.init_from, config.logs_dir).resolve()
+        self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
+        config.init_from = str(path)
+
     def instantiate_classes(self) -> None:
         """Choose the run folder (``runs.choose_run_dir``) and build the model, the
         data and the trainer from the config with the loggers, checkpoints and ``default_root_dir``
@@ -326,6 +366,10 @@ class ProjectCLI(CheckpointReadOnce):
             check_model_and_trainer(self.model, self.trainer)
             if self.checkpoint is not None:
                 check_state_dict_fits(self.model, self.checkpoint, config.ckpt_path)
+                if self.subcommand == "fit":
+                    check_weight_averaging(self.trainer, self.checkpoint, config.ckpt_path)
+            if self.init_checkpoint is not None:
+                print(load_matching_weights(self.model, self.init_checkpoint, config.init_from), flush=True)
         except (ProjectError, ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if not self.continued and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()

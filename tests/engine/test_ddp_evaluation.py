@@ -160,10 +160,10 @@ def test_sigterm_stops_ddp_training_within_seconds_with_a_resumable_checkpoint(t
     time.sleep(0.8)  # a batch or two into epoch 1
     process.send_signal(signal.SIGTERM)
     started = time.monotonic()
-    stdout, stderr = process.communicate(timeout=120)
+    _, stderr = process.communicate(timeout=120)
     assert process.returncode == 143, stderr[-3000:]
     assert time.monotonic() - started < 30
-    assert "Saved a resumable checkpoint" in stdout and "Traceback" not in stderr
+    assert "saved a resumable checkpoint" in stderr and "Traceback" not in stderr
     saved = torch.load(last, weights_only=True)
     assert 6 < saved["global_step"] < 12 and saved["epoch"] == 1, "a mid-epoch checkpoint, where it stopped"
     run_module([*fit, "--run_name=run", "--ckpt_path=last"], cwd=tmp_path, timeout=300)

@@ -1,5 +1,6 @@
 """The engine's callbacks (everything Lightning already has is used from Lightning)."""
 
+from .compile import CompileModel
 from .evaluation import DistributedEvaluation
 from .health import CHECKS, HealthCheck
 from .interruption import GracefulInterruption
@@ -11,6 +12,7 @@ from .training_monitor import TrainingMonitor
 __all__ = [
     "CHECKS",
     "CSVPredictionWriter",
+    "CompileModel",
     "DistributedEvaluation",
     "GracefulInterruption",
     "HealthCheck",
