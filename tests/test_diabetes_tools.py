@@ -16,6 +16,7 @@ import yaml
 from sklearn.datasets import load_diabetes
 from support import CONFIGS, FAST, fit_with_batch_size_1, quantized_export_line, rerun_suggestion
 
+from project.data.diabetes import read_csv_rows
 from project.engine.cli import main
 from project.engine.commands import tune as tuning
 from project.engine.runs import load_datamodule, load_model
@@ -87,6 +88,21 @@ def test_predict_on_csv_rows_standardises_them_like_training(
     assert exit_info.value.code == 2  # bad input
     err = capsys.readouterr().err
     assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err
+
+
+def test_a_csv_folder_lists_every_file_it_did_not_read(tmp_path: Path) -> None:
+    """A file without data rows (only a header, or empty) is skipped with a reason, not silently."""
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n3,4\n")
+    (tmp_path / "header_only.csv").write_text("x,y\n")
+    (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "notes.txt").write_text("1,2\n")
+    values, names, skipped = read_csv_rows(tmp_path, ["x", "y"])
+    assert values.tolist() == [[1.0, 2.0], [3.0, 4.0]] and names == ["a.csv:2", "a.csv:3"]
+    assert sorted((Path(file).name, reason) for file, reason in skipped) == [
+        ("empty.csv", "no data rows"),
+        ("header_only.csv", "no data rows"),
+        ("notes.txt", "not a .csv file"),
+    ]
 
 
 def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_experiment(

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from torch.utils.data import TensorDataset
 
 from ..engine import (
     BaseDataModule,
+    DataError,
     InputTensors,
     PredictInputs,
     channel_mean_std,
     check_fractions,
-    read_csv_rows,
     seeded_split,
 )
+from ..engine.inputs import input_files
 
 
 class DiabetesDataModule(BaseDataModule):
@@ -97,6 +101,50 @@ class DiabetesDataModule(BaseDataModule):
         """CSV rows at ``path`` (a file, or a folder of ``*.csv`` files): 10 numbers per row in the
         original units and the order of :attr:`feature_names`, with or without that header,
         standardised like every split. A bad row stops with an error naming the file and line
-        (:func:`~project.data.predict_files.read_csv_rows`)."""
+        (:func:`read_csv_rows`)."""
         rows, names, skipped = read_csv_rows(path, self.feature_names)
         return PredictInputs(InputTensors((rows - self.feature_mean) / self.feature_std), names, skipped)
+
+
+def read_csv_rows(path: Path, columns: Sequence[str]) -> tuple[Tensor, list[str], list[tuple[str, str]]]:
+    """Rows of ``len(columns)`` numbers (in the order of ``columns``) from the CSV file ``path``, or
+    from every ``*.csv`` file in the folder ``path``; a first row that is exactly ``columns`` is taken
+    as a header. Returns the values ``[N, len(columns)]`` float32, one name per row (``file:line``) and
+    the files that were skipped (in a folder, those not ending in ``.csv``; any without data rows).
+
+    Raises:
+        DataError: a row with the wrong number of columns or a value that is not a number (the message
+            names the file, the line and what was expected), or no rows at all.
+    """
+    expected, cols = len(columns), ", ".join(columns)
+    files, skipped = input_files(path), []
+    if path.is_dir():
+        skipped = [(str(f), "not a .csv file") for f in files if f.suffix.lower() != ".csv"]
+        files = [f for f in files if f.suffix.lower() == ".csv"]
+    rows: list[list[float]] = []
+    names: list[str] = []
+    for file in files:
+        before = len(rows)
+        with file.open(newline="") as handle:
+            for line, row in enumerate(csv.reader(handle), start=1):
+                if not any(cell.strip() for cell in row):
+                    continue
+                try:
+                    values = [float(cell) for cell in row]
+                except ValueError:
+                    if line == 1 and [cell.strip() for cell in row] == list(columns):
+                        continue  # the header
+                    raise DataError(
+                        f"{file} line {line}: {row!r} is not {expected} numbers; expected the columns {cols}"
+                    ) from None
+                if len(values) != expected:
+                    raise DataError(
+                        f"{file} line {line}: {len(values)} columns, expected {expected} ({cols})"
+                    )
+                rows.append(values)
+                names.append(f"{file.name}:{line}")
+        if len(rows) == before:
+            skipped.append((str(file), "no data rows"))
+    if not rows:
+        raise DataError(f"predict_path={str(path)!r}: no CSV rows to predict on")
+    return torch.tensor(rows, dtype=torch.float32), names, skipped

@@ -4,7 +4,7 @@ commands (README.md here states the contract). Your classes may use the optional
 from .base import BaseDataModule, BaseModule, Transformed, channel_mean_std, check_fractions, seeded_split
 from .collate import PadCollate, pad_sequences
 from .errors import ConfigError, DataError, ProjectError
-from .inputs import InputTensors, PredictInputs, read_csv_rows, read_image_files
+from .inputs import InputTensors, PredictInputs, read_image_files
 from .resume import resumable_train_loader
 from .schedules import WarmupCosineLR, warmup_cosine_factor
 
@@ -22,7 +22,6 @@ __all__ = [
     "channel_mean_std",
     "check_fractions",
     "pad_sequences",
-    "read_csv_rows",
     "read_image_files",
     "resumable_train_loader",
     "seeded_split",

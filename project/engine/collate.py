@@ -45,38 +45,26 @@ def pad_sequences(sequences: Sequence[Tensor], padding_value: float | int | None
     if len(sequences) == 0:
         raise ValueError("pad_sequences got an empty batch; need at least one sequence")
     first = sequences[0]
-    for index, sequence in enumerate(sequences):
-        if not isinstance(sequence, Tensor) or sequence.ndim == 0:
-            raise ValueError(
-                f"sequence {index} is {type(sequence).__name__} with shape "
-                f"{tuple(getattr(sequence, 'shape', ()))}; each must be a tensor of shape [L, ...]"
-            )
-        if sequence.dtype != first.dtype or sequence.shape[1:] != first.shape[1:]:
-            raise ValueError(
-                f"sequence {index} has dtype {sequence.dtype} and trailing shape {tuple(sequence.shape[1:])}"
-                f", but sequence 0 has {first.dtype} and {tuple(first.shape[1:])}; all must match"
-            )
+    for index, seq in enumerate(sequences):
+        if not isinstance(seq, Tensor) or seq.ndim == 0:
+            shape = tuple(getattr(seq, "shape", ()))
+            raise ValueError(f"sequence {index} is {type(seq).__name__} with shape {shape}; need [L, ...]")
+        got, want = ((s.dtype, tuple(s.shape[1:])) for s in (seq, first))
+        if got != want:
+            raise ValueError(f"sequence {index} has dtype {got[0]} and trailing shape {got[1]}, not {want}")
     floating = first.dtype.is_floating_point or first.dtype.is_complex
-    value = padding_value
-    if value is None:
-        if not floating and (first.dtype == torch.bool or not first.dtype.is_signed):
-            raise ValueError(
-                f"no default padding value for dtype {first.dtype}: pass padding_value= a value that never "
-                "occurs in the data (e.g. the vocabulary size for token ids)"
-            )
-        value = math.nan if floating else -1
-    nan = isinstance(value, float) and math.isnan(value)
+    if padding_value is None and not floating and not first.dtype.is_signed:  # unsigned, bool
+        raise ValueError(f"no default padding value for dtype {first.dtype}; pass one not in the data")
+    value = (math.nan if floating else -1) if padding_value is None else padding_value
+    nan = math.isnan(value)
     if nan and not floating:
         raise ValueError(f"padding_value=nan cannot be stored in dtype {first.dtype}; pass a number")
     if not nan and torch.tensor(value).to(first.dtype).item() != value:
         raise ValueError(f"padding_value={value!r} cannot be stored exactly in dtype {first.dtype}")
-    for index, sequence in enumerate(sequences):
-        if bool((sequence.isnan() if nan else sequence == value).any()):
-            raise ValueError(
-                f"padding_value={value!r} occurs in the data (sequence {index}), so padding could not be "
-                "told apart from real values; pass a padding_value that never occurs in the data"
-            )
-    lengths = torch.tensor([len(sequence) for sequence in sequences], dtype=torch.int64)
+    for index, seq in enumerate(sequences):
+        if bool((seq.isnan() if nan else seq == value).any()):
+            raise ValueError(f"padding_value={value!r} occurs in the data (sequence {index}); pass another")
+    lengths = torch.tensor([len(seq) for seq in sequences], dtype=torch.int64)
     padded = pad_sequence(list(sequences), batch_first=True, padding_value=value)
     mask = torch.arange(padded.shape[1]) < lengths.unsqueeze(1)
     return PaddedBatch(padded, mask.to(padded.device), lengths)
@@ -102,6 +90,5 @@ class PadCollate:
         """Collate a list of samples into one batch (layout: see the class docstring)."""
         if len(samples) == 0 or isinstance(samples[0], Tensor):
             return pad_sequences(samples, self.padding_value)
-        sequences = [sample[0] for sample in samples]
-        rest = default_collate([tuple(sample[1:]) for sample in samples]) if len(samples[0]) > 1 else []
-        return (*pad_sequences(sequences, self.padding_value), *rest)
+        rest = default_collate([tuple(sample[1:]) for sample in samples])
+        return (*pad_sequences([sample[0] for sample in samples], self.padding_value), *rest)

@@ -40,15 +40,12 @@ MAX_DIFF_CHARS = 50_000
 MAX_UNTRACKED = 20
 #: Distributions whose versions are recorded (``torch`` gets its CUDA/cuDNN build as well).
 VERSIONED = ("torch", "lightning", "torchmetrics", "jsonargparse", "wandb", "numpy")
-#: The version Lightning itself stores in every checkpoint it saves.
-LIGHTNING_CKPT_KEY = "pytorch-lightning_version"
 
 
-def _git(folder: Path, *args: str) -> str:
-    """Output of ``git -C folder ARGS`` (raises ``CalledProcessError`` on a non-zero exit)."""
-    return subprocess.run(
-        ["git", "-C", str(folder), *args], capture_output=True, text=True, check=True, timeout=30
-    ).stdout
+def _git(folder: str, *args: str, check: bool = True) -> str:
+    """Output of ``git -C folder ARGS`` (with ``check``, raises ``CalledProcessError`` on a non-zero exit)."""
+    command = ["git", "-C", folder, *args]
+    return subprocess.run(command, capture_output=True, text=True, check=check, timeout=30).stdout
 
 
 def git_state(folder: str | Path) -> dict[str, Any]:
@@ -60,35 +57,29 @@ def git_state(folder: str | Path) -> dict[str, Any]:
     names), else ``{"path", "git": "not a git checkout" | "git is not installed"}``, or
     ``{"path", "commit", "git": "git failed: ..."}`` when ``git status``/``git diff`` fail.
     """
-    path = Path(folder).resolve()
+    path = str(Path(folder).resolve())
     try:
-        top = Path(_git(path, "rev-parse", "--show-toplevel").strip())
+        top = str(Path(_git(path, "rev-parse", "--show-toplevel").strip()))
     except FileNotFoundError:
-        return {"path": str(path), "git": "git is not installed"}
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
-        return {"path": str(path), "git": "not a git checkout"}
-    state: dict[str, Any] = {"path": str(top)}
-    try:
-        state["commit"] = _git(top, "rev-parse", "HEAD").strip()
-    except subprocess.CalledProcessError:
-        state["commit"] = None  # a repository without commits yet
+        return {"path": path, "git": "git is not installed"}
+    except (subprocess.SubprocessError, OSError):
+        return {"path": path, "git": "not a git checkout"}
+    commit = _git(top, "rev-parse", "-q", "--verify", "HEAD", check=False).strip() or None  # None: no commit
+    state: dict[str, Any] = {"path": top, "commit": commit}
     try:
         status = _git(top, "status", "--porcelain", "--untracked-files=normal").splitlines()
         state["dirty"] = any(not line.startswith("??") for line in status)
-        diff = _git(top, "diff", "HEAD") if state["commit"] and state["dirty"] else ""
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-        stderr = str(getattr(error, "stderr", "") or error).strip().splitlines()
-        return {**state, "git": f"git failed: {stderr[0] if stderr else error}"}  # never stops a run
-    state["diff"] = diff[:MAX_DIFF_CHARS]
+        diff = _git(top, "diff", "HEAD") if commit and state["dirty"] else ""
+    except subprocess.SubprocessError as error:  # never stops a run
+        reason = ((getattr(error, "stderr", None) or "").strip() or str(error)).splitlines()[0]
+        return {**state, "git": f"git failed: {reason}"}
+    untracked = [line[3:] for line in status if line.startswith("??")]
+    more = [f"... and {len(untracked) - MAX_UNTRACKED} more"] if len(untracked) > MAX_UNTRACKED else []
+    state.update(diff=diff[:MAX_DIFF_CHARS], untracked=untracked[:MAX_UNTRACKED] + more)
     if len(diff) > MAX_DIFF_CHARS:
         state["diff_cut"] = (
-            f"cut at {MAX_DIFF_CHARS} of {len(diff)} characters; `git diff {state['commit'][:12]}` in "
-            f"{top} shows it all"
+            f"cut at {MAX_DIFF_CHARS} of {len(diff)} characters; `git diff {commit}` shows all"
         )
-    untracked = [line[3:] for line in status if line.startswith("??")]
-    state["untracked"] = untracked[:MAX_UNTRACKED] + (
-        [f"... and {len(untracked) - MAX_UNTRACKED} more"] if len(untracked) > MAX_UNTRACKED else []
-    )
     return state
 
 
@@ -98,14 +89,11 @@ def versions() -> dict[str, Any]:
 
     found: dict[str, Any] = {"python": platform.python_version()}
     for name in VERSIONED:
-        module = sys.modules.get(name)  # the version that runs (torch's with its build: 2.4.1+cu121)
-        try:
-            found[name] = str(getattr(module, "__version__", None) or version(name))
+        try:  # the version that runs (torch's with its build: 2.4.1+cu121)
+            found[name] = str(getattr(sys.modules.get(name), "__version__", None) or version(name))
         except PackageNotFoundError:
             found[name] = None
-    found["torch_cuda"] = torch.version.cuda
-    found["torch_cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    return found
+    return {**found, "torch_cuda": torch.version.cuda, "torch_cudnn": torch.backends.cudnn.version()}
 
 
 def devices(trainer: Trainer | None = None) -> dict[str, Any]:
@@ -116,28 +104,23 @@ def devices(trainer: Trainer | None = None) -> dict[str, Any]:
     name = type(trainer.accelerator).__name__ if trainer is not None else "none"
     if trainer is not None and trainer.strategy.root_device.type == "cuda":
         return {"accelerator": name, "names": [torch.cuda.get_device_name(i) for i in trainer.device_ids]}
-    processor = platform.processor() or platform.machine()
-    return {"accelerator": name, "names": [f"cpu ({processor}, {os.cpu_count()} cores)"]}
+    cpu = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
+    return {"accelerator": name, "names": [cpu]}
 
 
 def collect(trainer: Trainer | None = None, **extra: Any) -> dict[str, Any]:
     """All the facts above as plain data (``yaml.safe_dump``-able, loadable with ``weights_only``);
     ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
-    package = git_state(Path(__file__).resolve().parent)
-    working = git_state(Path.cwd())
-    seed = os.environ.get("PL_GLOBAL_SEED")
+    package, working = git_state(Path(__file__).resolve().parent), git_state(Path.cwd())
+    seed = os.environ.get("PL_GLOBAL_SEED", "")
+    same = "commit" in working and working["path"] == package["path"]
     return {
         "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
         "working_dir": str(Path.cwd()),
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),  # local time, with its offset
-        "seed": int(seed) if seed is not None and seed.lstrip("-").isdigit() else None,
+        "seed": int(seed) if seed.lstrip("-").isdigit() else None,
         **extra,
-        "git": {
-            "package": package,
-            "working_dir": "same checkout as package"
-            if "commit" in working and working["path"] == package["path"]
-            else working,
-        },
+        "git": {"package": package, "working_dir": "same checkout as package" if same else working},
         "versions": versions(),
         "devices": devices(trainer),
     }
@@ -204,7 +187,7 @@ class Provenance(Callback):
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         """Store the facts in ``checkpoint["provenance"]``."""
-        checkpoint[CHECKPOINT_KEY] = self.facts if self.facts is not None else collect(trainer)
+        checkpoint[CHECKPOINT_KEY] = self.facts
 
 
 class VersionChangeWarning(UserWarning):
@@ -228,8 +211,8 @@ def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list
     import torch
 
     saved_versions = (checkpoint.get(CHECKPOINT_KEY) or {}).get("versions") or {}
-    pairs = {
-        "lightning": (checkpoint.get(LIGHTNING_CKPT_KEY), lightning.__version__),
+    pairs = {  # Lightning stores its version in every checkpoint
+        "lightning": (checkpoint.get("pytorch-lightning_version"), lightning.__version__),
         "torch": (saved_versions.get("torch"), torch.__version__),
     }
     changes = [
@@ -240,10 +223,6 @@ def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list
     key = str(Path(path).resolve())
     if changes and key not in _warned:
         _warned.add(key)
-        warnings.warn(
-            f"checkpoint {str(path)!r} was saved under {', '.join(changes)}: loading and results may differ. "
-            f"To reproduce the run, install the versions it records (see its {PROVENANCE_FILE}).",
-            VersionChangeWarning,
-            stacklevel=2,
-        )
+        message = f"checkpoint {str(path)!r} was saved under {', '.join(changes)}: results may differ"
+        warnings.warn(f"{message}; install the versions in its provenance", VersionChangeWarning, 2)
     return changes

@@ -1,6 +1,6 @@
 """``predict --data.predict_path PATH``: a trained model on new files, each input named in
 ``predictions.csv`` in the order of the files, unreadable files listed (``skipped.csv``) or named in one
-error line, and CSV rows read with their ``file:line``."""
+error line."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from PIL import Image
 from support import RunCLI
 
 from project.engine.cli import main
-from project.engine.inputs import read_csv_rows
 from project.engine.runs import load_model
 
 QUIET = ["--trainer.logger=false"]
@@ -117,18 +116,3 @@ def test_inputs_that_cannot_be_predicted_are_one_error_line(
     (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert named in line
     assert "Traceback" not in err
-
-
-def test_a_csv_folder_lists_every_file_it_did_not_read(tmp_path: Path) -> None:
-    """A file without data rows (only a header, or empty) is skipped with a reason, not silently."""
-    (tmp_path / "a.csv").write_text("x,y\n1,2\n3,4\n")
-    (tmp_path / "header_only.csv").write_text("x,y\n")
-    (tmp_path / "empty.csv").write_text("")
-    (tmp_path / "notes.txt").write_text("1,2\n")
-    values, names, skipped = read_csv_rows(tmp_path, ["x", "y"])
-    assert values.tolist() == [[1.0, 2.0], [3.0, 4.0]] and names == ["a.csv:2", "a.csv:3"]
-    assert sorted((Path(file).name, reason) for file, reason in skipped) == [
-        ("empty.csv", "no data rows"),
-        ("header_only.csv", "no data rows"),
-        ("notes.txt", "not a .csv file"),
-    ]

@@ -19,6 +19,7 @@ from support import PLAIN_DATA, PLAIN_MODEL, rerun_suggestion
 
 from project.engine.cli import ProjectCLI, main
 from project.engine.commands import tune
+from project.engine.errors import ConfigError
 
 QUICK = [
     "--tune.num_training=20",
@@ -85,6 +86,12 @@ def test_tuning_rejects_bad_options_before_any_run_folder(
     with pytest.raises(SystemExit) as exit_info:
         command([*QUICK, *args])
     assert exit_info.value.code == 2
+    assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
+
+
+def test_lr_find_leaves_no_run_folder_or_environment_after_a_bad_class_argument(workdir: Path) -> None:
+    with pytest.raises(ConfigError, match="batch_size=-1"):  # raised after seeding: conftest checks the env
+        tune.lr_find([*QUICK, "--data.batch_size=-1"])
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
 
 

@@ -20,23 +20,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+from jsonargparse.typing import PositiveFloat
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
-from torchmetrics.functional import accuracy, mean_absolute_error
 
 from ..errors import ConfigError, DataError, ProjectError
 
 #: The package whose command this is (``project``; a generated repo's own name).
 PACKAGE = __package__.split(".")[0]
 
-Format = Literal["onnx", "torchscript", "torch_export"]
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
-#: Python modules the ONNX path needs, all in the ``export`` extra of pyproject.toml.
-ONNX_MODULES = ("onnx", "onnxruntime", "onnxscript")
-INSTALL_HINT = 'pip install -e ".[export]"  (or: pip install onnx onnxruntime onnxscript)'
 DEFAULT_TOLERANCE = 1e-4
-#: Most test samples the parity check runs at once.
-PARITY_BATCH_SIZE = 64
 
 
 class ParityError(ProjectError, RuntimeError):
@@ -65,8 +60,8 @@ def _first_line(error: Exception) -> str:
 
 
 def missing_onnx_modules() -> list[str]:
-    """Names of the ONNX packages that are not installed (empty when ONNX export can run)."""
-    return [name for name in ONNX_MODULES if importlib.util.find_spec(name) is None]
+    """Names of the ONNX packages (the ``export`` extra of pyproject.toml) that are not installed."""
+    return [name for name in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(name) is None]
 
 
 def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
@@ -77,26 +72,23 @@ def write_model(model: Any, batch: Tensor, fmt: str, path: Path) -> None:
     Raises:
         ExportError: the exporter failed (the message names the format and the exporter's error).
     """
-    example = batch[:2] if len(batch) >= 2 else torch.cat([batch, batch])
-    dynamic_batch = ({0: torch.export.Dim.DYNAMIC},)
-    input_name, output_name = getattr(model, "export_names", ("inputs", "outputs"))
+    example = torch.cat([batch, batch])[:2]
+    dynamic = ({0: torch.export.Dim.DYNAMIC},)
+    inputs, outputs = getattr(model, "export_names", ("inputs", "outputs"))
+    onnx_options = {
+        "input_names": [inputs],
+        "output_names": [outputs],
+        "external_data": False,
+        "verbose": False,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if fmt == "onnx":
-                model.to_onnx(
-                    path,
-                    (example,),
-                    dynamo=True,
-                    input_names=[input_name],
-                    output_names=[output_name],
-                    dynamic_shapes=dynamic_batch,
-                    external_data=False,
-                    verbose=False,
-                )
+                model.to_onnx(path, (example,), dynamo=True, dynamic_shapes=dynamic, **onnx_options)
             elif fmt == "torch_export":
-                torch.export.save(torch.export.export(model, (example,), dynamic_shapes=dynamic_batch), path)
+                torch.export.save(torch.export.export(model, (example,), dynamic_shapes=dynamic), path)
             else:
                 model.to_torchscript(path, method="trace", example_inputs=example)
     except Exception as error:
@@ -111,15 +103,14 @@ def run_exported(path: Path, fmt: str, inputs: Tensor) -> Tensor:
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        name = session.get_inputs()[0].name
-        return torch.from_numpy(session.run(None, {name: inputs.numpy()})[0]).float()
+        return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: inputs.numpy()})[0]).float()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.jit.load is deprecated, still supported
-        if fmt == "torch_export":
-            return torch.export.load(path).module()(inputs).float()
-        return torch.jit.load(path)(inputs).float()
+        module = torch.export.load(path).module() if fmt == "torch_export" else torch.jit.load(path)
+        return module(inputs).float()
 
 
+@torch.no_grad()
 def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, tolerance: float) -> dict[int, float]:
     """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` and on ``batch[:1]`` (two
     batch sizes check the dynamic batch axis); returns ``{batch_size: max |exported - eager|}``.
@@ -129,27 +120,18 @@ def check_parity(path: Path, fmt: str, eager: nn.Module, batch: Tensor, toleranc
             model does not run at one of the batch sizes.
     """
     diffs: dict[int, float] = {}
-    for inputs in [batch] if len(batch) == 1 else [batch, batch[:1]]:
-        with torch.no_grad():
-            expected = eager(inputs).float()
+    for size, inputs in {len(batch): batch, 1: batch[:1]}.items():
+        expected = eager(inputs).float()
         try:
             actual = run_exported(path, fmt, inputs)
         except Exception as error:
-            raise ParityError(
-                f"{fmt} export of {path} does not run on a batch of {len(inputs)}: {_first_line(error)}"
-            ) from error
+            raise ParityError(f"{path} does not run on a batch of {size}: {_first_line(error)}") from error
         if actual.shape != expected.shape:
-            raise ParityError(
-                f"{fmt} output shape {tuple(actual.shape)} != eager {tuple(expected.shape)} "
-                f"for batch size {len(inputs)}"
-            )
-        diffs[len(inputs)] = float((actual - expected).abs().max())
-    worst = max(diffs.values())
-    if not worst <= tolerance:
+            raise ParityError(f"{path}: output shape {tuple(actual.shape)} != eager {tuple(expected.shape)}")
+        diffs[size] = float((actual - expected).abs().max())
+    if not (worst := max(diffs.values())) <= tolerance:
         raise ParityError(
-            f"{fmt} export of {path} does not match the eager model: max abs diff {worst:.3g} > tolerance "
-            f"{tolerance:g} (per batch size: {diffs}). Do not ship it; check for ops that export "
-            "differently (or raise --tolerance if a lower precision is intended)."
+            f"{fmt} export vs eager: max abs diff {worst:.3g} > tolerance {tolerance:g}; do not ship it"
         )
     return diffs
 
@@ -159,16 +141,13 @@ def test_metric(model: nn.Module, outputs: Tensor, targets: Tensor) -> tuple[str
     ``targets`` ``[N]`` are class indices, else ``("MAE", ...)`` of ``outputs`` ``[N]`` in the target's
     original units when the model has ``to_original_units`` (the regressor)."""
     if not targets.dtype.is_floating_point:
-        return "accuracy", float(accuracy(outputs, targets, task="multiclass", num_classes=outputs.shape[-1]))
-    outputs = outputs.reshape(targets.shape)
-    to_units = getattr(model, "to_original_units", None)
-    if callable(to_units):
-        outputs, targets = to_units(outputs), to_units(targets)
-    return "MAE", float(mean_absolute_error(outputs, targets))
+        return "accuracy", float((outputs.argmax(-1) == targets).float().mean())
+    to_units = getattr(model, "to_original_units", lambda values: values)
+    return "MAE", float((to_units(outputs.reshape(targets.shape)) - to_units(targets)).abs().mean())
 
 
-def parity_batch(model: Any, datamodule: Any, size: int = PARITY_BATCH_SIZE) -> Tensor:
-    """The inputs to trace and check the export on, ``[B, ...]``: the first ``size`` samples of the
+def parity_batch(model: Any, datamodule: Any) -> Tensor:
+    """The inputs to trace and check the export on, ``[B, ...]``: the first 64 samples of the
     DataModule's test split (one batch of its loader's ``collate_fn``, however small the run's
     ``batch_size``), or, for a DataModule without a ``test_dataloader``, the model's
     ``example_input_array``.
@@ -177,28 +156,19 @@ def parity_batch(model: Any, datamodule: Any, size: int = PARITY_BATCH_SIZE) -> 
         DataError: the test split is empty.
         ConfigError: neither a test split nor an ``example_input_array`` gives an input tensor.
     """
-    from lightning.pytorch.utilities.model_helpers import is_overridden
-
     from ..runs import split_batch
 
     if datamodule is not None and is_overridden("test_dataloader", datamodule):
         datamodule.setup("test")
         loader = datamodule.test_dataloader()
-        for batch in DataLoader(loader.dataset, batch_size=size, collate_fn=loader.collate_fn):
-            inputs = split_batch(batch)[0]
-            if isinstance(inputs, Tensor):
-                return inputs
-            break
-        else:
+        batch = next(iter(DataLoader(loader.dataset, batch_size=64, collate_fn=loader.collate_fn)), None)
+        if batch is None:
             raise DataError("the test split is empty: nothing to check the export on")
-    example = getattr(model, "example_input_array", None)
-    if isinstance(example, Tensor):
+        if isinstance(inputs := split_batch(batch)[0], Tensor):
+            return inputs
+    if isinstance(example := getattr(model, "example_input_array", None), Tensor):
         return example
-    raise ConfigError(
-        f"export needs an input tensor to trace {type(model).__name__} on: a DataModule whose "
-        "test_dataloader yields (inputs, target) batches with a tensor as inputs, or the model's "
-        "example_input_array (set it in __init__, e.g. self.example_input_array = torch.zeros(2, 1, 8, 8))"
-    )
+    raise ConfigError(f"no input tensor to trace {type(model).__name__} on: set its self.example_input_array")
 
 
 def export_checkpoint(
@@ -216,20 +186,17 @@ def export_checkpoint(
 
     Raises:
         ExportError, ParityError: see :func:`write_model`, :func:`check_parity`.
+        ConfigError: ``quantize`` for data without a ``test_dataloader``.
     """
     from ..runs import load_datamodule, load_model, predict_test_split
 
-    model = load_model(ckpt_path)
-    datamodule = load_datamodule(config_path)
+    model, datamodule = load_model(ckpt_path), load_datamodule(config_path)
     batch = parity_batch(model, datamodule)
-    metrics: dict[str, float] = {}
-    metric = "accuracy"
+    result = ExportResult(output, {})
     eager: Any = model
-    if quantize == "dynamic":
-        from lightning.pytorch.utilities.model_helpers import is_overridden
-
+    if quantize:
         if not is_overridden("test_dataloader", datamodule):
-            raise ConfigError("--quantize measures the test metric before and after: needs a test_dataloader")
+            raise ConfigError("--quantize compares the test metric before and after: needs a test_dataloader")
         # per-tensor weight scale, activation scale per batch; the API is deprecated in favour of torchao
         # but works on CPU in torch 2.x (its warning is silenced)
         with warnings.catch_warnings():
@@ -238,14 +205,14 @@ def export_checkpoint(
 
             eager = quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8).eval()
         for name, net in (("fp32", model), ("int8", eager)):
-            outputs, targets = predict_test_split(net, datamodule, f"{name} test metric")
-            metric, metrics[name] = test_metric(net, outputs, targets)
+            split = predict_test_split(net, datamodule, f"{name} test metric")
+            result.metric_name, result.accuracy[name] = test_metric(net, *split)
     print(f"Exporting {ckpt_path} as {fmt} to {output} ...", flush=True)
     start = time.perf_counter()
     write_model(eager, batch, fmt, output)
     print(f"Wrote {output} ({output.stat().st_size / 2**20:.2f} MiB) in {time.perf_counter() - start:.1f} s")
-    diffs = check_parity(output, fmt, eager, batch, tolerance)
-    return ExportResult(output, diffs, metrics, metric)
+    result.max_abs_diff = check_parity(output, fmt, eager, batch, tolerance)
+    return result
 
 
 def main(args: list[str]) -> None:
@@ -259,25 +226,19 @@ def main(args: list[str]) -> None:
 
     parser = ArgumentParser(prog=f"python -m {PACKAGE} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
-    parser.add_argument("--format", type=Format, default="onnx", help="Export format.")
+    parser.add_argument("--format", type=Literal["onnx", "torchscript", "torch_export"], default="onnx")
     parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
-    parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, help="Largest max abs diff.")
+    parser.add_argument("--tolerance", type=PositiveFloat, default=DEFAULT_TOLERANCE)
     parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
     parser.add_argument("--config", type=Path | None, help="Run config.yaml (default: the checkpoint's).")
     add_run_folder_arguments(parser)
     cfg = parser.parse_args(args[1:])
     if cfg.quantize and cfg.format != "torchscript":
-        parser.error(
-            f"--quantize={cfg.quantize} with --format={cfg.format}: dynamically quantized Linear layers only "
-            "export as TorchScript; use --format torchscript"
-        )
-    if cfg.format == "onnx" and missing_onnx_modules():
-        parser.error(f"--format onnx needs {', '.join(missing_onnx_modules())}; install: {INSTALL_HINT}")
-    if not cfg.tolerance > 0:
-        parser.error(f"--tolerance={cfg.tolerance}: must be a positive number such as 1e-4")
+        parser.error(f"--quantize needs TorchScript, not --format={cfg.format}; use --format torchscript")
+    if cfg.format == "onnx" and (missing := missing_onnx_modules()):
+        parser.error(f'--format onnx needs {", ".join(missing)}: pip install -e ".[export]"')
     ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
-    config = cfg.config or run_config_of(ckpt)
-    if not config.is_file():
+    if not (config := cfg.config or run_config_of(ckpt)).is_file():
         parser.error(f"--config={str(config)!r}: no such file")
     output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
     if not cfg.output:

@@ -54,28 +54,15 @@ def plot_lines(
     rows: Sequence[dict[str, float]], keys: Sequence[str], x: str, title: str, ylabel: str, path: Path
 ) -> Path | None:
     """Plot ``keys`` against ``x`` into ``path``; ``None`` (nothing written) when no key has data."""
-    present = [key for key in keys if series(rows, key, x)[0]]
-    if not present:
+    lines = {key: points for key in keys if (points := series(rows, key, x))[0]}
+    if not lines:
         return None
     figure, axes = new_figure()
-    for key in present:
-        xs, ys = series(rows, key, x)
+    for key, (xs, ys) in lines.items():
         axes.plot(xs, ys, marker="o" if len(xs) <= 50 else None, markersize=3, label=key)
     axes.set(title=title, xlabel="optimizer step" if x == "step" else x, ylabel=ylabel)
     axes.grid(alpha=0.3)
     axes.legend()
-    figure.savefig(path)
-    return path
-
-
-def plot_confusion_matrix(targets: Sequence[int], preds: Sequence[int], path: Path) -> Path:
-    """Plot the confusion matrix (rows: true class, columns: predicted class; counts) into ``path``."""
-    from sklearn.metrics import ConfusionMatrixDisplay
-
-    figure, axes = new_figure()
-    ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
-    correct = sum(int(t == p) for t, p in zip(targets, preds, strict=True))
-    axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / len(targets):.3f})")
     figure.savefig(path)
     return path
 
@@ -85,24 +72,21 @@ def write_report(
 ) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``; returns ``{plot name: path}``.
     ``ckpt_path`` / ``config_path`` default to the run's best checkpoint (the one its ``last.ckpt``
-    records, :func:`~project.runs.best_checkpoint_of`) / ``config.yaml``."""
+    records, :func:`~project.runs.best_checkpoint_of`) / ``config.yaml``. The loss and accuracy
+    plots take ``train/<name>`` and ``val/<name>`` keys, or a plain LightningModule's ``train_<name>``."""
+    from lightning.pytorch.utilities.model_helpers import is_overridden
+
+    from ..runs import best_checkpoint_of, load_datamodule, load_model, predict_test_split
+
     rows = read_metrics(run_dir / "metrics.csv")
     output.mkdir(parents=True, exist_ok=True)
-    logged = {key for row in rows for key in row}
-
-    def stages(name: str) -> list[str]:  # train/<name> or train_<name> (a plain LightningModule's keys)
-        return [
-            key
-            for stage in ("train", "val")
-            for key in (f"{stage}/{name}", f"{stage}_{name}")
-            if key in logged
-        ]
-
+    stages = [f"{stage}{sep}" for stage in ("train", "val") for sep in "/_"]
+    memory = sorted({key for row in rows for key in row if key.startswith("memory/")})
     plots = {
-        "loss": (stages("loss") or ["train/loss", "val/loss"], "step", "Loss", "loss"),
-        "accuracy": (stages("acc") or ["train/acc", "val/acc"], "epoch", "Accuracy", "accuracy"),
+        "loss": ([f"{stage}loss" for stage in stages], "step", "Loss", "loss"),
+        "accuracy": ([f"{stage}acc" for stage in stages], "epoch", "Accuracy", "accuracy"),
         "lr": (["train/lr"], "step", "Learning rate schedule", "learning rate"),
-        "memory": (sorted(key for key in logged if key.startswith("memory/")), "step", "Memory", "MiB"),
+        "memory": (memory, "step", "Memory", "MiB"),
     }
     written: dict[str, Path] = {}
     for name, (keys, x, title, ylabel) in plots.items():
@@ -110,33 +94,28 @@ def write_report(
             written[name] = path
         else:
             print(f"skipped {name}.png: no {', '.join(keys) or 'memory/*'} values in metrics.csv")
-    from ..runs import best_checkpoint_of
-
     config = config_path or run_dir / "config.yaml"
     try:
         ckpt = ckpt_path or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt")
     except CheckpointError as error:
         print(f"skipped confusion_matrix.png: {error}")
         return written
-    if not config.is_file():
-        print(f"skipped confusion_matrix.png: needs {config}")
-        return written
-    from lightning.pytorch.utilities.model_helpers import is_overridden
-
-    from ..runs import load_datamodule, load_model, predict_test_split
-
-    datamodule = load_datamodule(config)
-    if not is_overridden("test_dataloader", datamodule):
-        print(f"skipped confusion_matrix.png: {type(datamodule).__name__} has no test_dataloader")
+    datamodule = load_datamodule(config) if config.is_file() else None
+    if datamodule is None or not is_overridden("test_dataloader", datamodule):
+        print(f"skipped confusion_matrix.png: needs {config} with a test_dataloader in its data")
         return written
     logits, targets = predict_test_split(load_model(ckpt), datamodule, desc="confusion matrix")
     if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
         print("skipped confusion_matrix.png: the model is not a classifier (needs [N, K] logits)")
-    elif len(targets):
-        path = output / "confusion_matrix.png"
-        written["confusion_matrix"] = plot_confusion_matrix(
-            targets.tolist(), logits.argmax(-1).tolist(), path
-        )
+    elif len(targets):  # rows: true class, columns: predicted class; counts
+        from sklearn.metrics import ConfusionMatrixDisplay
+
+        figure, axes = new_figure()
+        preds = logits.argmax(-1)
+        ConfusionMatrixDisplay.from_predictions(targets, preds, ax=axes, colorbar=False)
+        correct = int((preds == targets).sum())
+        axes.set_title(f"Test split: {correct}/{len(targets)} correct ({correct / len(targets):.3f})")
+        figure.savefig(written.setdefault("confusion_matrix", output / "confusion_matrix.png"))
     return written
 
 
@@ -151,14 +130,10 @@ def main(args: list[str]) -> None:
     parser = ArgumentParser(prog=f"python -m {PACKAGE} report", description=__doc__)
     parser.add_argument("run_dir", type=Path, help="Run folder (holds metrics.csv).")
     parser.add_argument("--output", type=Path | None, help="Folder for the PNGs (default RUN_DIR/report).")
-    parser.add_argument(
-        "--ckpt_path", type=str | None, help="For the confusion matrix (default: the run's best)."
-    )
+    parser.add_argument("--ckpt_path", type=str | None, help="For the confusion matrix (default: best).")
     parser.add_argument("--config", type=Path | None, help="Run config for the data (default: the run's).")
     parser.add_argument("--logs_dir", type=str, default="logs", help="Where --ckpt_path=best|last looks.")
-    parser.add_argument(
-        "--print_provenance", action="store_true", help="Print the run's provenance.yaml and diffs, and stop."
-    )
+    parser.add_argument("--print_provenance", action="store_true", help="Print provenance.yaml and diffs.")
     cfg = parser.parse_args(args[1:])
     run_dir = cfg.run_dir
     needed = PROVENANCE_FILE if cfg.print_provenance else "metrics.csv"
@@ -170,7 +145,7 @@ def main(args: list[str]) -> None:
             print(f"--- {diff.name} ---\n{diff.read_text()}", end="")
         return
     ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
-    if (facts := read_provenance(run_dir)) is not None:
+    if facts := read_provenance(run_dir):
         print(f"provenance: {provenance_summary(facts)} (--print_provenance shows all)")
     for path in write_report(run_dir, cfg.output or run_dir / "report", ckpt, cfg.config).values():
         print(f"wrote {path}")

@@ -7,10 +7,8 @@ the ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
 from __future__ import annotations
 
 import math
-import os
 import shlex
-from collections.abc import Iterator, Mapping, Sequence, Sized
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +29,17 @@ PACKAGE = __package__.split(".")[0]
 
 class _TuneCLI(ProjectCLI):
     """ProjectCLI without a subcommand for the tuning ``command``: parses fit-style arguments and builds
-    model, data and trainer (logger off) in a run folder ``<timestamp>_<command>``."""
+    model, data and trainer (logger off) in a run folder ``<timestamp>_<command>``. Used as a context
+    manager (``ProjectCLI``'s): afterwards, and after a failed start, the environment is as before
+    (``seed_everything``'s variables, the run folder's)."""
 
     def __init__(self, command: str, args: list[str]) -> None:
         self.run_label = command  # this instance's run folder suffix
-        super().__init__(args=args, run=False)
+        try:
+            super().__init__(args=args, run=False)
+        except BaseException:  # e.g. a bad argument or class (exit 2) after seeding
+            self.__exit__()
+            raise
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the ``--tune.*`` options."""
@@ -59,18 +63,6 @@ class _TuneCLI(ProjectCLI):
             trainer.max_steps, trainer.max_epochs, trainer.limit_val_batches = tune.num_training, -1, 0
 
 
-@contextmanager
-def _tune_cli(command: str, args: list[str]) -> Iterator[_TuneCLI]:
-    """The CLI of ``command``; afterwards the environment is as before (``seed_everything``'s variables,
-    the run folder's), as :class:`ProjectCLI` leaves it after a subcommand."""
-    environ = dict(os.environ)
-    try:
-        yield _TuneCLI(command, args)
-    finally:
-        os.environ.clear()
-        os.environ.update(environ)
-
-
 class LRRangeTest(Callback):
     """The LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks", section
     3.3) as the callback of one ``fit``: optimizer step ``t`` of ``num_steps`` runs with the LR
@@ -92,11 +84,8 @@ class LRRangeTest(Callback):
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Check for one optimizer; drop the model's LR schedulers."""
-        count = len(trainer.optimizers)
-        if count != 1:
-            raise ConfigError(
-                f"lr_find tests the LR of one optimizer; {type(pl_module).__name__} has {count}"
-            )
+        if (count := len(trainer.optimizers)) != 1:
+            raise ConfigError(f"lr_find tests one optimizer's LR; {type(pl_module).__name__} has {count}")
         trainer.strategy.lr_scheduler_configs = []
 
     def on_train_batch_start(
@@ -140,19 +129,16 @@ def suggest_lr(lrs: Sequence[float] | np.ndarray, losses: Sequence[float] | np.n
     start), the minimum is at the last step (raise ``max_lr``), or a tenth of the LR at the minimum
     (Smith's other rule) is more than 10x away.
     """
-    lr = np.asarray(lrs, dtype=np.float64)
-    loss = np.asarray(losses, dtype=np.float64)
+    lr, loss = (np.asarray(values, dtype=np.float64) for values in (lrs, losses))
     finite = np.isfinite(loss)
     if finite.sum() < 5:
         return LRSuggestion(None, None, loss, ["fewer than 5 finite losses"])
     end = len(loss) if finite.all() else int(np.argmin(finite))  # up to the first non-finite loss
     lr, loss = lr[:end], loss[:end]
     width = max(5, len(loss) // 10) | 1
-    padded = np.pad(loss, (width // 2, width // 2), mode="edge")
-    smoothed = np.convolve(padded, np.ones(width) / width, mode="valid")
+    smoothed = np.convolve(np.pad(loss, width // 2, mode="edge"), np.ones(width) / width, mode="valid")
     minimum = int(np.argmin(smoothed))
-    slope = np.gradient(smoothed, np.log10(lr))
-    index = int(np.argmin(slope[: minimum + 1]))
+    index = int(np.argmin(np.gradient(smoothed, np.log10(lr))[: minimum + 1]))  # the steepest descent
     start, low = float(smoothed[0]), float(smoothed[minimum])
     notes: list[str] = []
     if not low < 0.9 * start:
@@ -161,11 +147,8 @@ def suggest_lr(lrs: Sequence[float] | np.ndarray, losses: Sequence[float] | np.n
         notes.append(f"the suggestion {lr[index]:.3g} is on the flat start of the curve")
     if minimum == len(smoothed) - 1:
         notes.append("the loss was still falling at --tune.max_lr; raise it")
-    tenth = lr[minimum] / 10
-    if not 0.1 <= lr[index] / tenth <= 10:
-        notes.append(
-            f"a tenth of the LR at the minimum loss ({tenth:.3g}) is more than 10x away from the suggestion"
-        )
+    if not 0.1 <= lr[index] / (tenth := lr[minimum] / 10) <= 10:
+        notes.append(f"a tenth of the LR at the minimum loss ({tenth:.3g}) is over 10x from the suggestion")
     return LRSuggestion(float(lr[index]), index, smoothed, notes)
 
 
@@ -199,7 +182,7 @@ def lr_find(args: list[str]) -> tuple[float, Path | None]:
     """
     from .report import new_figure
 
-    with _tune_cli("lr_find", args) as cli:  # bad --tune.* values stop here (exit 2), before a run folder
+    with _TuneCLI("lr_find", args) as cli:  # bad --tune.* values stop here (exit 2), before a run folder
         options = cli.config.tune
         test = LRRangeTest(options.min_lr, options.max_lr, options.num_training)
         # only what records the run stays (config.yaml, provenance): no checkpoints, checks or progress
@@ -214,10 +197,8 @@ def lr_find(args: list[str]) -> tuple[float, Path | None]:
     figure, axes = new_figure()
     axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
     axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
-    if found.index is not None:
-        axes.plot(
-            lrs[found.index], found.smoothed[found.index], "o", color="C3", label=f"suggestion {found.lr:.3g}"
-        )
+    if (i := found.index) is not None:
+        axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
     finite = losses[np.isfinite(losses)]
     if len(finite):  # keep the divergence at the end from squashing the rest of the curve
         axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
@@ -229,17 +210,14 @@ def lr_find(args: list[str]) -> tuple[float, Path | None]:
             f"lr_find could not suggest an LR (too few finite losses); see {plot} and try more "
             "--tune.num_training steps or a narrower --tune.min_lr/--tune.max_lr range"
         )
-    model_class = cli.config.model.get("class_path")
-    init_args = cli.config.model.get("init_args") or {}
+    model_class, init_args = cli.config.model.get("class_path"), cli.config.model.get("init_args") or {}
     name = next((name for name in ("optimizer", "lr", "learning_rate") if name in init_args), None)
     setting: Any = found.lr
     target = f"{model_class}'s {name}"
     if name == "optimizer":  # jsonargparse gives even a default optimizer class a class_path
         optimizer = init_args["optimizer"].get("class_path")
-        target, setting = (
-            f"{optimizer} on {model_class}",
-            {"class_path": optimizer, "init_args": {"lr": found.lr}},
-        )
+        target = f"{optimizer} on {model_class}"
+        setting = {"class_path": optimizer, "init_args": {"lr": found.lr}}
     print(f"Suggested LR: {found.lr:.3g}" + (f" for {target}" if name else "") + f" (plot: {plot})")
     for note in found.warnings:
         print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
@@ -249,10 +227,8 @@ def lr_find(args: list[str]) -> tuple[float, Path | None]:
             "configure_optimizers builds the optimizer"
         )
         return found.lr, None
-    path = cli.run_dir / "suggested_lr.yaml"
-    _write_config(path, {"model": {"init_args": {name: setting}}}, f"LR suggested by lr_find for {target}")
-    print(f"Use it: {rerun_command(args, path)}")
-    return found.lr, path
+    config, comment = {"model": {"init_args": {name: setting}}}, f"LR suggested by lr_find for {target}"
+    return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, comment, args)
 
 
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
@@ -264,20 +240,18 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
     of the written config. The trials are capped so that the last size is at most the training split
     (Lightning stops only once it reaches the split: 2,048 on 1,168 samples); the message says which
     limit ended the search."""
-    with _tune_cli("scale_batch_size", args) as cli:
+    with _TuneCLI("scale_batch_size", args) as cli:
         start = int(getattr(cli.datamodule, "batch_size", 2))
         requested = int(cli.config.tune.max_trials)
         cli.datamodule.setup("fit")
         dataset = cli.datamodule.train_dataloader().dataset
         samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
-        trials = requested
-        if samples is not None:
-            if start > samples:
-                cli.parser.error(
-                    f"data.batch_size={start} is larger than the training split ({samples} samples); "
-                    f"start from a smaller --data.batch_size"
-                )
-            trials = min(requested, math.floor(math.log2(samples / start)) + 1)
+        if samples is not None and start > samples:
+            cli.parser.error(
+                f"data.batch_size={start} is larger than the training split ({samples} samples); "
+                f"start from a smaller --data.batch_size"
+            )
+        trials = requested if samples is None else min(requested, math.floor(math.log2(samples / start)) + 1)
         tuner = Tuner(cli.trainer)
         size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
         assert size is not None  # None only on ranks > 0; the tuning commands run in one process
@@ -289,17 +263,18 @@ def scale_batch_size(args: list[str]) -> tuple[int, Path]:
         reason = f"the next size ({size * 2}) would exceed the training split of {samples} samples"
     else:
         reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
-    path = cli.run_dir / "suggested_batch_size.yaml"
-    data_class = cli.config.data.get("class_path")
-    suggested = {"data": {"class_path": data_class, "init_args": {"batch_size": int(size)}}}
-    _write_config(path, suggested, f"batch size suggested by scale_batch_size for {data_class}")
     print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
-    print(f"Use it: {rerun_command(args, path)}")
-    return int(size), path
+    data_class = cli.config.data.get("class_path")
+    config = {"data": {"class_path": data_class, "init_args": {"batch_size": int(size)}}}
+    comment = f"batch size suggested by scale_batch_size for {data_class}"
+    return int(size), _suggest(cli.run_dir / "suggested_batch_size.yaml", config, comment, args)
 
 
-def _write_config(path: Path, config: dict[str, Any], comment: str) -> None:
+def _suggest(path: Path, config: dict[str, Any], comment: str, args: list[str]) -> Path:
+    """Write the suggestion ``config`` to ``path`` under a ``# comment`` line; print the command using it."""
     path.write_text(f"# {comment}\n" + yaml.safe_dump(config, sort_keys=False))
+    print(f"Use it: {rerun_command(args, path)}")
+    return path
 
 
 def main(args: list[str]) -> None:
