@@ -271,11 +271,9 @@ class BaseDataModule(LightningDataModule):
         self.collate_fn: Callable[[list[Any]], Any] | None = None
         self.shuffle_seed: int | None = None
         self.predict_path = predict_path
-        #: What :meth:`predict_dataloader` read from ``predict_path``: the inputs, one name per input
-        #: (file name, ``file:line``) for the predictions CSV, and ``(file, reason)`` per skipped file.
-        self.predict_set: Dataset[Any] | None = None
-        self.predict_names: list[str] | None = None
-        self.predict_skipped: list[tuple[str, str]] = []
+        #: What :meth:`predict_dataloader` read from ``predict_path``, once it has: the inputs, one name per
+        #: input (file name, ``file:line``) for the predictions CSV, and ``(file, reason)`` per skipped file.
+        self.predict_inputs: PredictInputs | None = None
 
     def read_predict_inputs(self, path: Path) -> PredictInputs:
         """The new inputs at ``path`` (a file or a folder) for ``predict --data.predict_path``, converted
@@ -301,9 +299,8 @@ class BaseDataModule(LightningDataModule):
             # a generator of its own: creating an evaluation iterator (which draws the worker seed) leaves
             # the global generators, and so the training run's randomness, untouched
             return DataLoader(dataset, generator=torch.Generator(), **settings)
-        if self.shuffle_seed is None:
-            env = os.environ.get("PL_GLOBAL_SEED")
-            self.shuffle_seed = int(env) if env is not None else random.randrange(2**32)
+        if self.shuffle_seed is None:  # the seed_everything value, else a random one
+            self.shuffle_seed = int(os.environ.get("PL_GLOBAL_SEED") or random.randrange(2**32))
         # the epoch of the first iterator, which Lightning creates before it calls `set_epoch` (after a
         # resume from an end-of-epoch checkpoint `current_epoch` is still the finished one here)
         progress = self.trainer.fit_loop.epoch_progress.current if self.trainer is not None else None
@@ -316,8 +313,7 @@ class BaseDataModule(LightningDataModule):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the checkpoint's ``shuffle_seed``, so a resumed run shuffles like the original one."""
-        if state_dict.get("shuffle_seed") is not None:
-            self.shuffle_seed = int(state_dict["shuffle_seed"])
+        self.shuffle_seed = state_dict.get("shuffle_seed", self.shuffle_seed)
 
     def train_dataloader(self) -> DataLoader[Any]:
         """Shuffled, resumable loader over the training split (augmentation on)."""
@@ -334,12 +330,11 @@ class BaseDataModule(LightningDataModule):
     def predict_dataloader(self) -> DataLoader[Any]:
         """Loader, in order, over the inputs read from ``predict_path`` (once, printing how many and each
         skipped file with the reason), else over the test split."""
-        if self.predict_path is not None and self.predict_names is None:
-            found = self.read_predict_inputs(Path(self.predict_path).expanduser())
-            self.predict_set, self.predict_names = found.dataset, found.names
-            self.predict_skipped = found.skipped
+        if self.predict_path is not None and self.predict_inputs is None:
+            self.predict_inputs = found = self.read_predict_inputs(Path(self.predict_path).expanduser())
             if getattr(self.trainer, "is_global_zero", True):  # once, not once per DDP process
                 print(f"predict_path: {len(found.names)} inputs from {self.predict_path}", flush=True)
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
-        return self._loader(self.predict_set if self.predict_names is not None else self.test_set, "predict")
+        inputs = self.predict_inputs
+        return self._loader(inputs.dataset if inputs is not None else self.test_set, "predict")

@@ -17,16 +17,14 @@ T = TypeVar("T")
 
 def stdout_is_terminal() -> bool:
     """True when ``sys.stdout`` is an interactive terminal (not a pipe, file or CI log)."""
-    isatty = getattr(sys.stdout, "isatty", None)
-    return bool(isatty and isatty())
+    return bool(getattr(sys.stdout, "isatty", lambda: False)())
 
 
-def track(iterable: Iterable[T], total: int | None, desc: str, lines: int = 4) -> Iterator[T]:
-    """Yield from ``iterable`` while showing progress.
+def track(iterable: Iterable[T], total: int, desc: str) -> Iterator[T]:
+    """Yield from ``iterable`` (``total`` items) while showing progress.
 
-    On a terminal this is a ``tqdm`` bar. Otherwise (CI logs, ``| tee``) it prints about ``lines``
-    plain one-line updates ``<desc>: <done>/<total> (<elapsed> s)`` plus a final one, so logs stay
-    readable. ``total`` is the number of items (``None`` if unknown: then only the final line).
+    On a terminal this is a ``tqdm`` bar. Otherwise (CI logs, ``| tee``) it prints about 4 plain
+    one-line updates ``<desc>: <done>/<total> (<elapsed> s)`` plus a final one, so logs stay readable.
     """
     if stdout_is_terminal():
         from tqdm import tqdm
@@ -34,14 +32,12 @@ def track(iterable: Iterable[T], total: int | None, desc: str, lines: int = 4) -
         yield from tqdm(iterable, total=total, desc=desc, leave=False)
         return
     start = time.perf_counter()
-    every = -(-total // max(1, lines)) if total else 0  # ceil(total / lines)
-    done = 0
-    for item in iterable:
+    every = max(1, -(-total // 4))  # ceil(total / 4)
+    for done, item in enumerate(iterable, 1):
         yield item
-        done += 1
-        if every and done % every == 0 and done != total:
+        if done % every == 0 and done != total:
             print(f"{desc}: {done}/{total} ({time.perf_counter() - start:.1f} s)", flush=True)
-    print(f"{desc}: {done}/{total if total is not None else done} done ({time.perf_counter() - start:.1f} s)")
+    print(f"{desc}: {total}/{total} done ({time.perf_counter() - start:.1f} s)")
 
 
 #: Lightning's info messages (device lines, "Seed set", "`Trainer.fit` stopped", its tips): the loggers
@@ -65,8 +61,7 @@ def quiet_console() -> Iterator[None]:
     writes each epoch's last step), LightningCLI's note on ``args`` that the extra commands pass on,
     and the deprecations raised inside Lightning's own ``_pytree`` helper.
     """
-    loggers = {name: logging.getLogger(name) for name in INFO_LOGGERS}
-    levels = {name: logger.level for name, logger in loggers.items()}
+    levels = {name: logging.getLogger(name).level for name in INFO_LOGGERS}
     silent = os.environ.get("WANDB_SILENT")
     with warnings.catch_warnings():
         for message in (
@@ -80,13 +75,13 @@ def quiet_console() -> Iterator[None]:
         warnings.filterwarnings(
             "ignore", category=FutureWarning, module=r"lightning\.pytorch\.utilities\._pytree"
         )
-        for logger in loggers.values():
-            logger.setLevel(logging.WARNING)
+        for name in INFO_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
         os.environ.setdefault("WANDB_SILENT", "true")
         try:
             yield
         finally:
-            for name, logger in loggers.items():
-                logger.setLevel(levels[name])
+            for name, level in levels.items():
+                logging.getLogger(name).setLevel(level)
             if silent is None:
                 os.environ.pop("WANDB_SILENT", None)

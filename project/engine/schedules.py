@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
@@ -67,20 +67,16 @@ class WarmupCosineLR(LRScheduler):
         min_lr_factor: float = 0.01,
         last_epoch: int = -1,
     ) -> None:
-        if total_steps is None or not math.isfinite(total_steps) or total_steps < 1:
-            raise ValueError(
-                f"total_steps={total_steps}: warmup-cosine needs the run's length in optimizer steps (a "
-                "finite run: set trainer.max_epochs or max_steps; BaseModule passes it)"
-            )
-        if not (0.0 <= warmup_steps < 1.0 if isinstance(warmup_steps, float) else warmup_steps >= 0):
+        if total_steps is None or not 1 <= total_steps < math.inf:
+            raise ValueError(f"total_steps={total_steps}: needs a finite run (set max_epochs or max_steps)")
+        fraction = isinstance(warmup_steps, float)
+        if not (0 <= warmup_steps < 1 if fraction else warmup_steps >= 0):
             raise ValueError(f"warmup_steps={warmup_steps}: must be an int >= 0 or a fraction in [0, 1)")
         for name, value in (("warmup_start_factor", warmup_start_factor), ("min_lr_factor", min_lr_factor)):
-            if not 0.0 <= value <= 1.0:
+            if not 0 <= value <= 1:
                 raise ValueError(f"{name}={value}: must be in [0, 1]")
         self.total_steps = int(total_steps)
-        self.warmup_steps = (
-            round(warmup_steps * total_steps) if isinstance(warmup_steps, float) else warmup_steps
-        )
+        self.warmup_steps = round(warmup_steps * total_steps) if fraction else int(warmup_steps)
         self.warmup_start_factor = warmup_start_factor
         self.min_lr_factor = min_lr_factor
         super().__init__(optimizer, last_epoch)
@@ -94,12 +90,9 @@ class WarmupCosineLR(LRScheduler):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Continue the saved schedule; warn when this run's ``total_steps`` is not the saved one."""
-        saved, now = state_dict.get("total_steps"), self.total_steps
-        if saved is not None and saved != now:
-            warnings.warn(
-                f"the warmup-cosine schedule continues the checkpoint's total_steps={saved} (this run has "
-                f"{now} optimizer steps): the LR stays at its minimum after step {saved}. To train longer "
-                "with a new schedule, start a new run from the weights.",
-                stacklevel=2,
+        if state_dict.get("total_steps", self.total_steps) != self.total_steps:
+            rank_zero_warn(
+                f"warmup-cosine continues the checkpoint's total_steps={state_dict['total_steps']} (this run "
+                f"has {self.total_steps}): to re-size the schedule, start a new run from the weights"
             )
         super().load_state_dict(state_dict)

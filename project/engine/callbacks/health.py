@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,28 +29,23 @@ def _tensors(obj: Any, prefix: str) -> Iterator[tuple[str, Tensor]]:
     """Yield ``(path, tensor)`` for every tensor in a nested batch/output structure."""
     if isinstance(obj, Tensor):
         yield prefix, obj
-    elif isinstance(obj, dict):
-        for key, value in obj.items():
+    elif isinstance(obj, (dict, list, tuple)):
+        for key, value in obj.items() if isinstance(obj, dict) else enumerate(obj):
             yield from _tensors(value, f"{prefix}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for index, value in enumerate(obj):
-            yield from _tensors(value, f"{prefix}[{index}]")
 
 
 def hidden_modules(model: nn.Module) -> list[str]:
     """Names of modules/parameters stored in plain ``list``/``tuple``/``dict`` attributes of ``model``
     or its submodules: PyTorch does not register them, so ``.parameters()`` (and the optimizer,
     ``.to(device)``, ``state_dict``) never see them."""
-    found = []
-    for module_name, module in model.named_modules():
-        for attribute, value in vars(module).items():
-            if attribute.startswith("_") or not isinstance(value, (list, tuple, dict)):
-                continue
-            for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-                if isinstance(item, (nn.Module, nn.Parameter)):
-                    where = f"{module_name}.{attribute}" if module_name else attribute
-                    found.append(f"{where}[{key!r}] ({type(item).__name__})")
-    return found
+    return [
+        f"{module_name}.{attribute}[{key!r}] ({type(item).__name__})".removeprefix(".")
+        for module_name, module in model.named_modules()
+        for attribute, value in vars(module).items()
+        if not attribute.startswith("_") and isinstance(value, (list, tuple, dict))
+        for key, item in (value.items() if isinstance(value, dict) else enumerate(value))
+        if isinstance(item, (nn.Module, nn.Parameter))
+    ]
 
 
 class HealthCheck(Callback):
@@ -80,66 +76,55 @@ class HealthCheck(Callback):
         unknown = sorted(set(disable) - set(CHECKS))
         if unknown:
             raise ConfigError(f"health.disable: unknown check(s) {unknown}; the checks are {sorted(CHECKS)}")
-        self.active = {name for name in CHECKS if name not in disable} if enabled else set()
+        self.active = set(CHECKS) - set(disable) if enabled else set()
         self.check_batches = check_batches
         self.loss_check_every_n_steps = loss_check_every_n_steps
-        self._grads_checked = False
-        self._batches_seen = {"train": 0, "val": 0}
-        self._outputs_seen = {"val": 0, "predict": 0}
+        self._seen: Counter[str] = Counter()  # batches inspected per stage ("grads": backward passes)
 
     @staticmethod
     def _fail(check: str, message: str) -> None:
         raise HealthCheckError(
-            f"health check {check!r} failed: {message} "
-            f"(switch it off with --health.disable=[{check}] if this is intended)"
+            f"health check {check!r} failed: {message} (if intended: --health.disable=[{check}])"
         )
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Look for modules hidden in plain containers."""
-        self._grads_checked = False
+        self._seen.clear()
         hidden = hidden_modules(pl_module) if "hidden_modules" in self.active else []
         if hidden:
             self._fail(
                 "hidden_modules",
-                f"{', '.join(hidden)} are kept in plain Python containers, so their parameters are never "
-                "trained, moved to the device or saved. Use nn.ModuleList / nn.ModuleDict / "
-                "nn.ParameterList instead.",
+                f"{', '.join(hidden)} in plain Python containers are never trained, moved to the device or "
+                "saved; use nn.ModuleList / nn.ModuleDict / nn.ParameterList.",
             )
 
     def _check_batch(self, batch: Any, stage: str, pl_module: LightningModule) -> None:
-        if self._batches_seen[stage] >= self.check_batches:
+        index = self._seen[stage]
+        if index >= self.check_batches:
             return
-        index = self._batches_seen[stage]
-        self._batches_seen[stage] += 1
-        if "input_finite" in self.active:
-            tensors = list(_tensors(batch, "batch"))
-            masks = [t for _, t in tensors if t.dtype == torch.bool and t.ndim >= 1]
-            for path, tensor in tensors:
-                if not tensor.is_floating_point():
-                    continue
-                # padding is not data: with a padding mask in the batch (True = real, as from
-                # project.data.collate.pad_sequences) only the real positions must be finite
-                mask = next((m for m in masks if tuple(m.shape) == tuple(tensor.shape[: m.ndim])), None)
-                real = tensor if mask is None else tensor[mask]
-                if not bool(torch.isfinite(real).all()):
-                    nan, inf = int(torch.isnan(real).sum()), int(torch.isinf(real).sum())
-                    where = "" if mask is None else " outside the padding mask"
-                    self._fail(
-                        "input_finite",
-                        f"{stage} batch {index}: {path} has {nan} NaN and {inf} Inf values{where}. "
-                        "Clean the data (or its normalisation: a std of 0 divides by zero).",
-                    )
-        if not (isinstance(batch, (list, tuple)) and len(batch) >= 2 and isinstance(batch[1], Tensor)):
-            return
-        labels = batch[1]
-        if labels.is_floating_point() or labels.dtype == torch.bool:
+        self._seen[stage] += 1
+        tensors = list(_tensors(batch, "batch")) if "input_finite" in self.active else []
+        masks = [t for _, t in tensors if t.dtype == torch.bool and t.ndim >= 1]
+        for path, tensor in [(path, t) for path, t in tensors if t.is_floating_point()]:
+            # padding is not data: with a padding mask in the batch (True = real, as from
+            # engine.collate.pad_sequences) only the real positions must be finite
+            mask = next((m for m in masks if m.shape == tensor.shape[: m.ndim]), None)
+            real = tensor if mask is None else tensor[mask]
+            if not bool(torch.isfinite(real).all()):
+                where = "" if mask is None else " outside the padding mask"
+                self._fail(
+                    "input_finite",
+                    f"{stage} batch {index}: {path} has {int(real.isnan().sum())} NaN and "
+                    f"{int(real.isinf().sum())} Inf values{where}; clean the data (or its normalisation).",
+                )
+        labels = batch[1] if isinstance(batch, (list, tuple)) and len(batch) >= 2 else None
+        if not isinstance(labels, Tensor) or labels.is_floating_point() or labels.dtype == torch.bool:
             return
         if "label_shape" in self.active and labels.ndim == 2 and labels.shape[1] == 1:
             self._fail(
                 "label_shape",
-                f"{stage} batch {index}: labels have shape {list(labels.shape)}; "
-                f"class labels must be [B] = [{labels.shape[0]}]. Squeeze the last dimension "
-                "(labels.squeeze(1)) in the dataset or collate_fn.",
+                f"{stage} batch {index}: labels have shape {list(labels.shape)}, class labels must be [B]; "
+                "squeeze them (labels.squeeze(1)) in the dataset or collate_fn.",
             )
         num_classes = getattr(pl_module, "num_classes", None)
         if "label_range" in self.active and isinstance(num_classes, int):
@@ -147,22 +132,18 @@ class HealthCheck(Callback):
             if bad.numel():
                 self._fail(
                     "label_range",
-                    f"{stage} batch {index}: labels {bad[:10].tolist()} are outside "
-                    f"[0, {num_classes}) (num_classes={num_classes}). Fix the labels, or the DataModule's "
-                    "num_classes (the model's is linked to it) to the number of classes in the data.",
+                    f"{stage} batch {index}: labels {bad[:10].tolist()} are outside [0, {num_classes}); fix "
+                    "the labels or the DataModule's num_classes (the model's is linked to it).",
                 )
 
     def on_train_batch_start(
-        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
+        self, trainer: Trainer, pl_module: LightningModule, batch: Any, *args: Any, **kwargs: Any
     ) -> None:
-        """Inspect the first training batches."""
-        self._check_batch(batch, "train", pl_module)
+        """Inspect the first training and the first validation batches (``on_validation_batch_start``
+        too: the sanity check's included, data is seen there first)."""
+        self._check_batch(batch, "train" if trainer.training else "val", pl_module)
 
-    def on_validation_batch_start(
-        self, trainer: Trainer, pl_module: LightningModule, batch: Any, *args: Any
-    ) -> None:
-        """Inspect the first validation batches (the sanity check's included: data is seen there first)."""
-        self._check_batch(batch, "val", pl_module)
+    on_validation_batch_start = on_train_batch_start
 
     def on_before_backward(self, trainer: Trainer, pl_module: LightningModule, loss: Tensor) -> None:
         """Stop on a non-finite loss before it reaches the weights."""
@@ -170,59 +151,46 @@ class HealthCheck(Callback):
         if "loss_finite" not in self.active or every <= 0 or trainer.global_step % every:
             return
         if not bool(torch.isfinite(loss.detach()).all()):
-            lrs = [group["lr"] for opt in trainer.optimizers for group in opt.param_groups]
+            lrs = ", ".join(f"{group['lr']:.3g}" for opt in trainer.optimizers for group in opt.param_groups)
             # the newest file a ModelCheckpoint wrote (the one writing last.ckpt has it as best_model_path)
             paths = ("best_model_path", "last_model_path")
             saved = [getattr(cb, path, "") for cb in trainer.checkpoint_callbacks for path in paths]
             last = max(filter(os.path.isfile, saved), key=os.path.getmtime, default="none saved yet")
             self._fail(
                 "loss_finite",
-                f"the training loss (returned by training_step) is {loss.item()} at "
-                f"global step {trainer.global_step} (epoch {trainer.current_epoch}); LR then: "
-                f"{', '.join(f'{lr:.3g}' for lr in lrs)}. Training stopped before this step "
-                f"changed the weights; the last good checkpoint is {last}. Usual causes: the LR "
-                "is too high (lower --model.optimizer.init_args.lr, or lengthen the warmup: "
-                "--model.lr_scheduler.init_args.warmup_steps), "
-                "bad data (NaN/Inf inputs, labels out of range), or exploding gradients "
-                "(--trainer.gradient_clip_val).",
+                f"the training loss is {loss.item()} at global step {trainer.global_step}; LR then: {lrs}. "
+                f"Stopped before this step changed the weights; the last good checkpoint is {last}. Lower "
+                "--model.optimizer.init_args.lr or lengthen --model.lr_scheduler.init_args.warmup_steps, "
+                "check the data (NaN/Inf, labels out of range), or clip (--trainer.gradient_clip_val).",
             )
 
     def on_after_backward(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """After the first backward, name every trainable parameter that got no gradient."""
-        if self._grads_checked or "missing_grads" not in self.active:
+        self._seen["backward"] += 1
+        if self._seen["backward"] > 1 or "missing_grads" not in self.active:
             return
-        self._grads_checked = True
         missing = [name for name, p in pl_module.named_parameters() if p.requires_grad and p.grad is None]
         if missing:
             self._fail(
                 "missing_grads",
-                f"these trainable parameters got no gradient from the first backward: "
-                f"{', '.join(missing)}. They are unused in the loss, or cut off from it (detach(), "
-                ".data, .item(), or a tensor rebuilt from numpy). Use them, or freeze them with "
-                "requires_grad_(False).",
+                f"{', '.join(missing)} got no gradient from the first backward: unused in the loss or cut "
+                "off (detach(), .data, .item()). Use them, or freeze them with requires_grad_(False).",
             )
 
-    def _check_outputs(self, outputs: Any, stage: str) -> None:
-        if "eval_no_grad" not in self.active or self._outputs_seen[stage] >= self.check_batches:
+    def on_validation_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any, **kwargs: Any
+    ) -> None:
+        """Check that the first validation (and, ``on_predict_batch_end``, predict) outputs carry no graph."""
+        stage = "predict" if trainer.predicting else "val"
+        self._seen[f"{stage} outputs"] += 1
+        if "eval_no_grad" not in self.active or self._seen[f"{stage} outputs"] > self.check_batches:
             return
-        self._outputs_seen[stage] += 1
         with_grad = [path for path, t in _tensors(outputs, "output") if t.requires_grad]
         if with_grad:
             self._fail(
                 "eval_no_grad",
-                f"{stage} step returned {', '.join(with_grad)} that require grad: a "
-                "graph was built during evaluation (torch.enable_grad() or a tensor kept from "
-                "training?). Evaluation must run under torch.no_grad(); detach() what you return.",
+                f"{stage} step returned {', '.join(with_grad)} that require grad: a graph was built in "
+                "evaluation (torch.enable_grad(), a tensor kept from training); detach what you return.",
             )
 
-    def on_validation_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
-    ) -> None:
-        """Check that validation outputs carry no graph."""
-        self._check_outputs(outputs, "val")
-
-    def on_predict_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, *args: Any
-    ) -> None:
-        """Check that predict outputs carry no graph."""
-        self._check_outputs(outputs, "predict")
+    on_predict_batch_end = on_validation_batch_end

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import itertools
-import warnings
 from typing import Any
 
 import psutil
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_warn
 
 MIB = 2**20
 #: The figures the growth check can follow, in order of preference, and what they measure.
@@ -32,15 +31,14 @@ class _MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (*_names, "keepcost")]
 
 
-_MALLINFO2: Any
 try:
-    _MALLINFO2 = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
+    _MALLINFO2: Any = ctypes.CDLL(None).mallinfo2
     _MALLINFO2.restype = _MallInfo2
-except (OSError, AttributeError):  # not glibc >= 2.33 (macOS, musl, Windows)
+except (OSError, AttributeError, TypeError):  # not glibc >= 2.33 (macOS, musl, Windows)
     _MALLINFO2 = None
 
 
-def memory_stats_mib(device: torch.device | None = None) -> dict[str, float]:
+def memory_stats_mib(device: torch.device) -> dict[str, float]:
     """Current memory figures in MiB (2**20 bytes): ``rss_mib`` (this process's resident set, psutil);
     with glibc ``heap_mib``, what the C heap has handed out and not freed (``mallinfo2``:
     ``uordblks + hblkhd``; unlike RSS it grows when a leak reuses memory freed earlier, so it shows CPU
@@ -52,7 +50,7 @@ def memory_stats_mib(device: torch.device | None = None) -> dict[str, float]:
     if _MALLINFO2 is not None:
         info = _MALLINFO2()
         stats["heap_mib"] = (info.uordblks + info.hblkhd) / MIB
-    if device is not None and device.type == "cuda":
+    if device.type == "cuda":
         stats["cuda_allocated_mib"] = torch.cuda.memory_allocated(device) / MIB
         stats["cuda_reserved_mib"] = torch.cuda.memory_reserved(device) / MIB
         stats["cuda_max_allocated_mib"] = torch.cuda.max_memory_allocated(device) / MIB
@@ -100,6 +98,11 @@ class MemoryMonitor(Callback):
         self.warned = False
         self._last_logged_step = -1
 
+    def _log(self, pl_module: LightningModule) -> dict[str, float]:
+        stats = memory_stats_mib(pl_module.device)
+        pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
+        return stats
+
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Reset the CUDA peak so ``cuda_max_allocated_mib`` is per epoch."""
         if self.enabled and pl_module.device.type == "cuda":
@@ -112,36 +115,30 @@ class MemoryMonitor(Callback):
         step, every = trainer.global_step, self.log_every_n_steps
         if self.enabled and every > 0 and step % every == 0 and step != self._last_logged_step:
             self._last_logged_step = step
-            stats = memory_stats_mib(pl_module.device)
-            pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
+            self._log(pl_module)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures and run the growth check."""
-        if not self.enabled:
-            return
-        stats = memory_stats_mib(pl_module.device)
-        pl_module.log_dict({f"memory/{key}": value for key, value in stats.items()})
-        if trainer.current_epoch < self.warmup_epochs or self.warned:
+        stats = self._log(pl_module) if self.enabled else {}
+        if not stats or trainer.current_epoch < self.warmup_epochs or self.warned:
             return
         key = next(key for key in GROWTH_FIGURES if key in stats)
         self.epoch_end_mib.append(stats[key])
-        if len(self.epoch_end_mib) <= self.patience or not self._growing():
+        if not self._growing():
             return
-        gc.collect()  # confirm before warning: free reference cycles (a full gc costs ~0.2 s, so only here)
-        self.epoch_end_mib[-1] = memory_stats_mib(pl_module.device)[key]
+        gc.collect()  # confirm first: free reference cycles (a full gc costs ~0.2 s, so only here)
+        self.epoch_end_mib[-1] = now = memory_stats_mib(pl_module.device)[key]
         if self._growing():
             self.warned = True
-            recent = self.epoch_end_mib[-(self.patience + 1) :]
-            warnings.warn(
-                f"{GROWTH_FIGURES[key]} grew after each of the last {self.patience} epochs "
-                f"(+{(recent[-1] - recent[0]) / self.patience:.1f} MiB per epoch, now {recent[-1]:.0f} MiB). "
-                "Something keeps tensors alive across steps: most often a loss or output appended to a "
-                "list (or a metric accumulated) without .item() or .detach(), which keeps its autograd "
-                "graph. Store Python floats or detached tensors instead.",
-                MemoryGrowthWarning,
-                stacklevel=2,
+            rise = (now - self.epoch_end_mib[-1 - self.patience]) / self.patience
+            rank_zero_warn(
+                f"{GROWTH_FIGURES[key]} grew after each of the last {self.patience} epochs (+{rise:.1f} MiB "
+                f"per epoch, now {now:.0f} MiB): a tensor kept across steps keeps its graph (a loss appended "
+                "to a list?); store .item() values",
+                category=MemoryGrowthWarning,
             )
 
     def _growing(self) -> bool:
         recent = self.epoch_end_mib[-(self.patience + 1) :]
-        return all(after - before >= self.min_growth_mib for before, after in itertools.pairwise(recent))
+        rises = [after - before for before, after in itertools.pairwise(recent)]
+        return len(rises) == self.patience and min(rises) >= self.min_growth_mib

@@ -21,9 +21,10 @@ class CSVPredictionWriter(BasePredictionWriter):
     ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``), or one such tensor
     (the column ``pred``). Columns are ``index``
     (the sample's position in the predict dataset), ``input`` when the DataModule names its inputs
-    (``predict_names``: the file name, or ``file:line`` of a CSV row, for ``--data.predict_path``),
-    then the dict's keys in order; a ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ...
-    ``<key>_<K-1>``. Files the DataModule skipped (``predict_skipped``) are listed in ``skipped.csv``
+    (the ``names`` of its ``predict_inputs``, a :class:`~project.engine.inputs.PredictInputs`: the file
+    name, or ``file:line`` of a CSV row, for ``--data.predict_path``), then the dict's keys in order; a
+    ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ... ``<key>_<K-1>``. Files the DataModule
+    skipped (the ``skipped`` of its ``predict_inputs``) are listed in ``skipped.csv``
     next to it (``input``, ``reason``). The file is ``<output_dir>/<filename>``, where
     ``output_dir`` defaults to ``trainer.log_dir`` (the run folder). With several processes (DDP)
     rank 0 gathers every process's rows and writes the one file, ordered by ``index``.
@@ -51,29 +52,29 @@ class CSVPredictionWriter(BasePredictionWriter):
             ConfigError: ``predict_step`` returned something other than a tensor or a dict of them.
         """
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
-        path = folder / self.filename
         batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
         indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
         batches = [{"pred": batch} if isinstance(batch, torch.Tensor) else batch for batch in batches]
-        for batch in batches:
-            if not isinstance(batch, dict):
-                raise ConfigError(
-                    f"predict_step returned {type(batch).__name__}; the predictions CSV needs a tensor "
-                    "[B] or [B, K], or a dict of them such as {'pred': ..., 'prob': ...}"
-                )
+        wrong = [type(batch).__name__ for batch in batches if not isinstance(batch, dict)]
+        if wrong:
+            raise ConfigError(
+                f"predict_step returned {wrong[0]}; the predictions CSV needs a tensor [B] or [B, K], or a "
+                "dict of them such as {'pred': ..., 'prob': ...}"
+            )
         columns: dict[str, torch.Tensor] = {}
         for key in batches[0] if batches else ():
             tensor = torch.cat([torch.as_tensor(batch[key]).detach().cpu() for batch in batches])
             if tensor.ndim == 2:  # [N, K]: one column per k
-                columns.update({f"{key}_{k}": tensor[:, k] for k in range(tensor.shape[1])})
+                columns.update({f"{key}_{k}": column for k, column in enumerate(tensor.T)})
             else:
                 columns[key] = tensor
         size = len(next(iter(columns.values()), []))
         index = [int(i) for batch in indices for i in batch]
         if len(index) != size:  # Lightning had no sample indices (the loader is not a DataLoader)
             index = list(range(size))
-        datamodule = getattr(trainer, "datamodule", None)
-        names: list[str] | None = getattr(datamodule, "predict_names", None)  # one per input (#15)
+        # the inputs a BaseDataModule read from its predict_path
+        found = getattr(getattr(trainer, "datamodule", None), "predict_inputs", None)
+        names = found.names if found is not None else None  # one per input (#15)
         header = ["index", *(["input"] if names is not None else []), *columns] if columns else []
         table = zip(index, *(column.tolist() for column in columns.values()), strict=True)
         rows = [[i, *([names[i]] if names is not None else []), *values] for i, *values in table]
@@ -86,11 +87,10 @@ class CSVPredictionWriter(BasePredictionWriter):
         if not trainer.is_global_zero:
             return
         folder.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as handle:
+        with (folder / self.filename).open("w", newline="") as handle:
             csv.writer(handle).writerows([header, *rows] if header else [])
-        print(f"Predictions ({len(rows)} rows) written to {path}")
-        skipped: list[tuple[str, str]] = getattr(datamodule, "predict_skipped", None) or []
-        if skipped:
+        print(f"Predictions ({len(rows)} rows) written to {folder / self.filename}")
+        if found is not None and found.skipped:
             with (folder / "skipped.csv").open("w", newline="") as handle:
-                csv.writer(handle).writerows([("input", "reason"), *skipped])
-            print(f"{len(skipped)} input files skipped (not predicted), listed in {folder / 'skipped.csv'}")
+                csv.writer(handle).writerows([("input", "reason"), *found.skipped])
+            print(f"{len(found.skipped)} input files skipped (not predicted), listed in {handle.name}")

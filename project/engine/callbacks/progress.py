@@ -40,17 +40,18 @@ class LineProgressBar(ProgressBar):
         """Print again."""
         self._enabled = True
 
-    def _metrics(self, trainer: Trainer, pl_module: LightningModule, prefix: tuple[str, ...]) -> str:
-        items = self.get_metrics(trainer, pl_module)
-        return "  ".join(
-            f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-            for key, value in items.items()
-            if key.startswith(prefix)
-        )
-
-    def _epochs(self, trainer: Trainer) -> str:
+    def _print(self, trainer: Trainer, pl_module: LightningModule, what: str, keys: tuple[str, ...]) -> None:
+        """Print ``epoch <e>/<max><what>  <the metrics whose names start with keys>  <seconds> s``."""
+        if not self._enabled:
+            return
         total = trainer.max_epochs if trainer.max_epochs is not None and trainer.max_epochs >= 0 else "?"
-        return f"epoch {trainer.current_epoch + 1}/{total}"
+        metrics = "  ".join(
+            f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
+            for key, value in self.get_metrics(trainer, pl_module).items()
+            if key.startswith(keys)
+        )
+        seconds = time.perf_counter() - self._start
+        print(f"epoch {trainer.current_epoch + 1}/{total}{what}  {metrics}  {seconds:.1f} s", flush=True)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Start the clock."""
@@ -60,24 +61,13 @@ class LineProgressBar(ProgressBar):
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Print a line every ``refresh_rate`` batches."""
-        if not self._enabled or self.refresh_rate == 0 or (batch_idx + 1) % self.refresh_rate != 0:
-            return
-        total = self.total_train_batches
-        print(
-            f"{self._epochs(trainer)}  batch {batch_idx + 1}/{total}  "
-            f"{self._metrics(trainer, pl_module, ('train/',))}  {time.perf_counter() - self._start:.1f} s",
-            flush=True,
-        )
+        if self.refresh_rate and (batch_idx + 1) % self.refresh_rate == 0:
+            batches = f"  batch {batch_idx + 1}/{self.total_train_batches}"
+            self._print(trainer, pl_module, batches, ("train/",))
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Print the epoch's summary line (after validation, which runs before this hook)."""
-        if not self._enabled:
-            return
-        print(
-            f"{self._epochs(trainer)} done  {self._metrics(trainer, pl_module, ('train/', 'val/'))}  "
-            f"{time.perf_counter() - self._start:.1f} s",
-            flush=True,
-        )
+        self._print(trainer, pl_module, " done", ("train/", "val/"))
 
 
 class _WithoutMetricRows(ModelSummary):
@@ -87,10 +77,7 @@ class _WithoutMetricRows(ModelSummary):
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Note the metric modules, then summarise as Lightning does."""
         self._metric_names = {
-            name for name, module in pl_module.named_modules() if isinstance(module, Metric)
-        }
-        self._metric_names |= {
-            name for name, module in pl_module.named_modules() if isinstance(module, MetricCollection)
+            name for name, m in pl_module.named_modules() if isinstance(m, (Metric, MetricCollection))
         }
         super().on_fit_start(trainer, pl_module)
 

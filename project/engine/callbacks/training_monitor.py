@@ -55,10 +55,9 @@ class TrainingMonitor(Callback):
     def on_before_optimizer_step(
         self, trainer: Trainer, pl_module: LightningModule, optimizer: Optimizer
     ) -> None:
-        """Log the total gradient 2-norm on logging steps."""
+        """Log the total gradient 2-norm (and the LR) on logging steps."""
         every = self.log_every_n_steps
-        if every is None:  # set on the Trainer by Lightning's logger connector
-            every = int(getattr(trainer, "log_every_n_steps", 50))
+        every = int(getattr(trainer, "log_every_n_steps", 50)) if every is None else every  # (Lightning's)
         # Lightning writes a step's values when (global_step + 1) % every == 0 (global_step counts the
         # steps done): compute them for that step and for the epoch's last (on_train_batch_end writes it)
         if not self.enabled or every <= 0:
@@ -70,19 +69,17 @@ class TrainingMonitor(Callback):
                 pl_module.log("train/lr" if index == 0 else f"train/lr_pg{index}", group["lr"])
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
-            norm = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
-            pl_module.log("train/grad_norm", norm)
+            pl_module.log("train/grad_norm", torch.nn.utils.get_total_norm(grads, norm_type=2.0))
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Warn about a partial accumulation window."""
         batches, accumulate = trainer.num_training_batches, trainer.accumulate_grad_batches
-        if self.enabled and accumulate > 1 and math.isfinite(batches) and int(batches) % accumulate:
-            rest = int(batches) % accumulate
+        rest = int(batches) % accumulate if math.isfinite(batches) else 0
+        if self.enabled and rest:
             rank_zero_warn(
                 f"an epoch has {int(batches)} training batches, not a multiple of accumulate_grad_batches="
-                f"{accumulate}: the last optimizer step of each epoch accumulates {rest} batch(es), so its "
-                f"gradient is scaled by {rest}/{accumulate} against a full window. Choose a batch count "
-                "(limit_train_batches, batch_size) that divides evenly if that matters."
+                f"{accumulate}: its last step's gradient is scaled by {rest}/{accumulate}; change "
+                "limit_train_batches or batch_size if that matters"
             )
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -107,9 +104,8 @@ class TrainingMonitor(Callback):
         if not (self.enabled and trainer.is_last_batch and every > 0) or trainer.global_step % every == 0:
             return
         values = {key: float(value) for key, value in trainer.callback_metrics.items() if key in STEP_KEYS}
-        if values:
-            for logger in trainer.loggers:
-                logger.log_metrics(values, step=trainer.global_step - 1)  # Lightning's step for these values
+        for logger in trainer.loggers if values else []:
+            logger.log_metrics(values, step=trainer.global_step - 1)  # Lightning's step for these values
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch's time and throughput."""
