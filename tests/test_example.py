@@ -4,14 +4,17 @@ tests with your own when you replace the example; the engine's own tests (tests/
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 import yaml
 
-from project.engine.cli import CONFIG_FILES, ProjectCLI, main
+from project.engine.cli import CONFIG_FILES, PACKAGE, ProjectCLI, main
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -54,3 +57,49 @@ def test_the_default_fit_then_test_best_reaches_097(
     out = run(["predict", "--ckpt_path", "best", *quiet, "--trainer.limit_predict_batches=1"], capsys)
     assert "predictions.csv" in out
     assert len(list((workdir / "logs").iterdir())) == 3
+
+
+#: What the console must not show: Lightning's, W&B's and torch's messages that need no action here.
+KNOWN_NOISE = [
+    "Skipping setting a default `ModelSummary`",
+    "litlogger",
+    "Tip: For seamless cloud logging",
+    "LeafSpec",
+    "anonymous setting has no effect",
+    "wandb: ",  # W&B's own lines (the CLI prints the one that matters, the sync command)
+    "weights_only",
+    "MulticlassAccuracy",  # metric objects as rows of the model summary
+    "GPU available:",
+    "TPU available:",
+    "LOCAL_RANK",
+    "`Trainer.fit` stopped",
+    "does not have many workers",
+    "Traceback",
+]
+
+
+@pytest.mark.slow
+def test_the_readme_commands_print_what_needs_attention_and_little_else(tmp_path: Path) -> None:
+    """``fit`` (2 epochs) then ``test --ckpt_path best`` in a fresh interpreter, with the environment a
+    user has (no ``PYTHONWARNINGS``, ``WANDB_SILENT`` or ``WANDB_MODE``): no known noise, one sync
+    command per run, and besides one line per epoch at most 40 lines (the model summary, the run folder,
+    the best checkpoint)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", "WANDB_SILENT", "WANDB_MODE")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    printed = []
+    for args in (["fit", "--trainer.max_epochs=2"], ["test", "--ckpt_path", "best"]):
+        result = subprocess.run(
+            [sys.executable, "-m", PACKAGE, *args], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        printed.append((result.stdout + result.stderr).splitlines())
+    fit, test = printed
+    lines = [line for line in fit + test if line.strip()]
+    assert not [line for line in lines if any(noise in line for noise in KNOWN_NOISE)], lines
+    assert [line.split("  ")[0] for line in fit if line.startswith("epoch ")] == [
+        "epoch 1/2 done",
+        "epoch 2/2 done",
+    ]
+    assert len([line for line in fit if line.strip() and not line.startswith("epoch ")]) <= 40, fit
+    assert sum("wandb sync" in line for line in fit) == sum("wandb sync" in line for line in test) == 1
+    assert [line for line in test if line.startswith("test: ")] and len(test) <= 5, test

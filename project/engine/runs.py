@@ -235,6 +235,12 @@ def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -
         if issubclass(cls, (CSVLogger, TensorBoardLogger)):
             init_args.name, init_args.version = "", ""
         elif issubclass(cls, WandbLogger):
+            import wandb
+
+            # W&B's console follows WANDB_SILENT (set by progress.quiet_console) only from its setup on;
+            # its check of Lightning's anonymous=None comes before that and warns that it does nothing
+            silent = os.environ.get("WANDB_SILENT", "").lower() in ("true", "1", "yes")
+            wandb.termsetup(wandb.Settings(silent=silent), None)
             init_args.name = init_args.get("name") or run_dir.name
             if os.environ.get("WANDB_MODE", "").lower() in ("online", "disabled"):
                 init_args.offline = False  # else WandbLogger(offline=True) overrides WANDB_MODE
