@@ -13,7 +13,9 @@ def test_a_digits_run_initialises_a_five_class_run(run_cli: Any, workdir: Path) 
     digits = run_cli("fit", "--trainer.logger=false", "--run_name=digits")
     best = torch.load(digits.run_dir / "checkpoints/best.ckpt", weights_only=True)["state_dict"]
     five = [
-        "--data=project.data.SyntheticDataModule", "--data.num_classes=5", "--data.image_shape=[1,8,8]",
+        "--data=project.data.SyntheticDataModule",
+        "--data.num_classes=5",
+        "--data.image_shape=[1,8,8]",
         "--data.num_samples=256", "--data.batch_size=64",
     ]  # fmt: skip
     # max_epochs=0: the new run's weights as it starts training

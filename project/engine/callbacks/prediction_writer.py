@@ -21,8 +21,8 @@ class CSVPredictionWriter(BasePredictionWriter):
     ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``), or one such tensor
     (the column ``pred``). Columns are ``index``
     (the sample's position in the predict dataset), ``input`` when the DataModule names its inputs
-    (the ``names`` of its ``predict_inputs``, a :class:`~project.engine.inputs.PredictInputs`: the file
-    name, or ``file:line`` of a CSV row, for ``--data.predict_path``), then the dict's keys in order; a
+    (the ``names`` of its ``predict_inputs``, an ``engine.inputs.PredictInputs``: the file name,
+    or ``file:line`` of a CSV row, for ``--data.predict_path``), then the dict's keys in order; a
     ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ... ``<key>_<K-1>``. Files the DataModule
     skipped (the ``skipped`` of its ``predict_inputs``) are listed in ``skipped.csv``
     next to it (``input``, ``reason``). The file is ``<output_dir>/<filename>``, where
