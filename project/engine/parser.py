@@ -62,9 +62,9 @@ def explain(
     """One line for a misspelt name, or ``None`` for another error.
 
     In ``error``'s chain: an :class:`UnknownKey`, or the ``AttributeError`` of a class path whose
-    module lacks the name (``project.models.Classifer``); ``reading`` is the ``--config`` file being
-    read. Otherwise the first of ``unrecognized`` (command-line arguments no option took) against ``options`` (the
-    parser's option strings)."""
+    module lacks the name (``project.models.Classifer``); ``reading`` is the ``--config`` file
+    being read. Otherwise the first of ``unrecognized`` (command-line arguments no option took)
+    against ``options`` (the parser's option strings)."""
     while error is not None:
         if isinstance(error, UnknownKey):
             where = file_with(error.key, error.files) or reading
