@@ -473,7 +473,7 @@ class LitModel(LightningModule):
         return self(batch[0]).softmax(dim=1)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+        return torch.optim.Adam(self.parameters(), lr=self.hparams["lr"])  # (mypy: hparams is a mapping)
 '''
 OWN_DATA = '''"""My data: a LightningDataModule as Lightning's docs write one."""
 
