@@ -35,6 +35,9 @@ REMOVED_GROUPS = {
     "min_lr_factor; enabled: false is lr_scheduler: null)",
 }
 
+#: A logger's arguments that the engine sets to the run folder's (``runs.run_logger_config``).
+ENGINE_LOGGER_ARGS = {"name", "save_dir", "version"}
+
 _MISSING = object()
 
 
@@ -89,8 +92,11 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
     only what is given changes). So ``--model.optimizer=torch.optim.SGD`` keeps AdamW's
     ``weight_decay=0.01`` where SGD's own default is 0. For every class in the config that differs from
     the default config's class at the same key, this names each argument that still holds the
-    default config's value where the new class's own default differs.
+    default config's value where the new class's own default differs. Not named: what the engine sets
+    itself, a model's linked arguments (:data:`DATA_LINKS`, from the DataModule) and a logger's
+    ``name``/``save_dir``/``version`` (the run folder's, ``runs.py``).
     """
+    set_by_engine = {"model.init_args.": set(DATA_LINKS), "trainer.logger.init_args.": ENGINE_LOGGER_ARGS}
     flat, flat_defaults = dict(config.items()), dict(defaults.items())
     for key, class_path in flat.items():
         old = flat_defaults.get(key)
@@ -101,7 +107,9 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
         carried = [
             f"{name}={value!r} (its own default: {own[name]!r})"
             for name, value in ((k.removeprefix(prefix), v) for k, v in flat.items() if k.startswith(prefix))
-            if name in own and flat_defaults.get(prefix + name, _MISSING) == value != own[name]
+            if name in own
+            and flat_defaults.get(prefix + name, _MISSING) == value != own[name]
+            and name not in set_by_engine.get(prefix, ())
         ]
         if carried:
             warnings.warn(

@@ -384,3 +384,10 @@ class FixedLRClassifier(PlainClassifier):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class FiveClassesByDefault(PlainClassifier):
+    """``PlainClassifier`` whose own ``num_classes`` default (5) differs from the fixture's (4)."""
+
+    def __init__(self, num_classes: int = 5, lr: float = 0.01) -> None:
+        super().__init__(num_classes, lr)

@@ -231,6 +231,25 @@ def test_switching_a_class_says_which_values_it_kept(workdir: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ["--trainer.logger=lightning.pytorch.loggers.WandbLogger", "--trainer.logger.offline=true"],
+        ["--model=helpers.FiveClassesByDefault"],  # num_classes comes from the data (4), not carried over
+    ],
+)
+def test_what_the_engine_sets_itself_is_not_said_to_be_carried_over(workdir: Path, args: list[str]) -> None:
+    """A logger's name/save_dir/version (the run folder's) and a model's linked arguments (the data's)
+    are the engine's to set: switching the class draws no 'keeps the value' warning (it once did for
+    every logger preset)."""
+    with kept_environ(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cli = ProjectCLI(args=["--trainer.logger.save_dir=logs", *args], run=False)
+    assert not [str(w.message) for w in caught if "keeps the value" in str(w.message)]
+    if "FiveClassesByDefault" in args[0]:
+        assert cli.model.hparams["num_classes"] == 4
+
+
+@pytest.mark.parametrize(
     "args, words",
     [
         (  # the W&B logger whatever the repo's default logger is
