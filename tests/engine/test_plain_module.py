@@ -24,13 +24,15 @@ PLAIN = [
 def test_a_plain_module_fits_validates_and_tests_its_best_checkpoint(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run_main(["fit", "--trainer.enable_progress_bar=false", *PLAIN], capsys)
+    code, out, err = run_main(["fit", *PLAIN], capsys)  # (pytest's stdout is no terminal: epoch lines)
     assert code == 0, err
     (run,) = [p for p in (workdir / "logs").iterdir()]
     best = run / "checkpoints" / "best.ckpt"
     scores = [value for _, _, value in metric_rows(run, "val_acc")]
     best_epoch = scores.index(max(scores))  # the first epoch with the best score
     assert f"Best checkpoint (val_acc={max(scores):.4f}): {best}" in out
+    epochs = [line for line in out.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 4 and all(" val_acc=" in line for line in epochs), out  # its own metric names
     assert [value for _, _, value in metric_rows(run, "val_acc_best")] == pytest.approx(
         [max(scores[: i + 1]) for i in range(4)]
     )

@@ -45,10 +45,13 @@ class LineProgressBar(ProgressBar):
         if not self._enabled:
             return
         total = trainer.max_epochs if trainer.max_epochs is not None and trainer.max_epochs >= 0 else "?"
+        shown = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k.startswith(keys)}
+        if not any(k.startswith(keys) and not k.endswith("_best") for k in shown):  # none with prog_bar=True
+            logged = trainer.callback_metrics  # (a plain module's self.log("val_acc", ...): all it logged)
+            shown = {k: float(v) for k, v in logged.items() if k.startswith(keys)} | shown
         metrics = "  ".join(
             f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
-            for key, value in self.get_metrics(trainer, pl_module).items()
-            if key.startswith(keys)
+            for key, value in shown.items()
         )
         seconds = time.perf_counter() - self._start
         print(f"epoch {trainer.current_epoch + 1}/{total}{what}  {metrics}  {seconds:.1f} s", flush=True)
@@ -63,11 +66,13 @@ class LineProgressBar(ProgressBar):
         """Print a line every ``refresh_rate`` batches."""
         if self.refresh_rate and (batch_idx + 1) % self.refresh_rate == 0:
             batches = f"  batch {batch_idx + 1}/{self.total_train_batches}"
-            self._print(trainer, pl_module, batches, ("train/",))
+            self._print(trainer, pl_module, batches, ("train/", "train_"))
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Print the epoch's summary line (after validation, which runs before this hook)."""
-        self._print(trainer, pl_module, " done", ("train/", "val/"))
+        self._print(
+            trainer, pl_module, " done", ("train/", "train_", "val/", "val_")
+        )  # (val_acc: a plain module)
 
 
 class _WithoutMetricRows(ModelSummary):
