@@ -391,3 +391,9 @@ class FiveClassesByDefault(PlainClassifier):
 
     def __init__(self, num_classes: int = 5, lr: float = 0.01) -> None:
         super().__init__(num_classes, lr)
+
+
+class NoPredictStep(PlainClassifier):
+    """``PlainClassifier`` with Lightning's own ``predict_step`` (``self(batch)``)."""
+
+    predict_step = LightningModule.predict_step

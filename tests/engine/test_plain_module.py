@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from support import PLAIN_DATA, PLAIN_MODEL, RunCLI, metric_rows, run_main
+from support import PLAIN_DATA, PLAIN_MODEL, RunCLI, metric_rows, run_dirs, run_main
 
 PLAIN = [
     f"--model={PLAIN_MODEL}",
@@ -62,3 +62,17 @@ def test_a_plain_module_may_not_be_given_a_linked_value_it_lacks(
     code, _, err = run_main(["fit", *PLAIN, "--model.in_channels=3"], capsys)
     assert code == 2 and "in_channels" in err
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
+
+
+def test_predict_without_a_predict_step_on_input_target_batches_is_one_error_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lightning's default ``predict_step`` hands ``forward`` the whole ``(x, y)`` batch: one line saying
+    what to add (it was a TypeError traceback from inside the model)."""
+    model = [*PLAIN[1:], "--model=helpers.NoPredictStep", "--trainer.max_epochs=1"]
+    code, _, err = run_main(["fit", *model], capsys)
+    assert code == 0, err
+    code, _, err = run_main(["predict", "--ckpt_path=best", f"--data={PLAIN_DATA}"], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: predict: NoPredictStep has no predict_step"), err
+    assert len(run_dirs(workdir / "logs")) == 1  # the predict run's folder is not left behind

@@ -39,6 +39,27 @@ class CSVPredictionWriter(BasePredictionWriter):
         self.output_dir = output_dir
         self.filename = filename
 
+    def on_predict_batch_start(
+        self,
+        trainer: Trainer,
+        pl_module: LightningModule,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:
+        """Refuse a model without its own ``predict_step`` given ``(inputs, targets)`` batches (Lightning's
+        default ``predict_step`` passes the whole batch to ``forward``).
+
+        Raises:
+            ConfigError: the model has Lightning's ``predict_step`` and the batch is a tuple or list.
+        """
+        if type(pl_module).predict_step is LightningModule.predict_step and isinstance(batch, (tuple, list)):
+            raise ConfigError(
+                f"predict: {type(pl_module).__name__} has no predict_step, and Lightning's default passes "
+                f"the whole batch (a {type(batch).__name__} of {len(batch)}) to forward; add one, e.g. "
+                "def predict_step(self, batch, batch_idx): return self(batch[0]).softmax(dim=1)"
+            )
+
     def write_on_epoch_end(
         self,
         trainer: Trainer,
