@@ -109,7 +109,8 @@ class Parser(RecordsUnrecognized):
             key = unknown[0]
             prefix = key.partition(".")[0] + "." if "subcommand" in namespace else ""
             files = [file for file in known.get(f"{prefix}config") or [] if file is not None]
-            choices = [choice.removeprefix(prefix) for choice in keys]
+            dests = [action.dest for action in self._actions]  # (a list item's namespace has no defaults)
+            choices = [choice.removeprefix(prefix) for choice in keys] + dests
             raise UnknownKey(key.removeprefix(prefix), choices, files) from error
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:

@@ -89,6 +89,8 @@ BAD_FILES = {
     "bad_key.yaml": "trainer:\n  max_epohcs: 3\n",
     "bad_class.yaml": "model:\n  class_path: fixture_task.TinyClasifier\n",
     "bad_argument.yaml": "model:\n  init_args:\n    lr_scheduler_intervl: step\n",
+    "bad_callback.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks."
+    "EarlyStopping\n      init_args:\n        monitr: val/loss\n",
 }
 
 
@@ -129,6 +131,7 @@ MEAN, TINY, TINY_CNN, INTERVAL = (
             ["-c", "bad_argument.yaml"],
             "unknown key `lr_scheduler_intervl` (in bad_argument.yaml)" + MEAN % INTERVAL,
         ),
+        (["-c", "bad_callback.yaml"], "unknown key `monitr` (in bad_callback.yaml)" + MEAN % "monitor"),
         (
             ["--model.backbone=fixture_task.NoSuchNet"],
             "`fixture_task.NoSuchNet` does not exist",
