@@ -49,12 +49,12 @@ def test_defaults_come_from_the_engines_yaml_then_the_experiments(
 
 
 def test_configs_compose_and_dotted_overrides_win(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    presets = [
-        "--config",
-        str(CONFIGS / "model" / "sgd.yaml"),
-        "--config",
-        str(CONFIGS / "trainer" / "cpu.yaml"),
-    ]
+    sgd = workdir / "sgd.yaml"  # a model preset of the user's own (configs/model/ may be gone)
+    sgd.write_text(
+        "model:\n  init_args:\n    optimizer:\n      class_path: torch.optim.SGD\n"
+        "      init_args:\n        lr: 0.05\n        momentum: 0.9\n"
+    )
+    presets = ["--config", str(sgd), "--config", str(CONFIGS / "trainer" / "cpu.yaml")]
     overrides = ["--model.optimizer.lr=3e-4", "--seed_everything=7", "--trainer.max_epochs=3"]
     _, out, _ = run_main(["fit", *presets, *overrides, "--print_config"], capsys)
     printed = yaml.safe_load(out)
@@ -272,7 +272,12 @@ def test_settings_that_cannot_work_stop_before_anything_is_written(
 def test_a_model_scheduler_no_longer_conflicts_with_a_schedule_callback(run_cli: RunCLI) -> None:
     """Warmup-cosine is the model's ``lr_scheduler``: another scheduler replaces it (once refused as a
     conflict with the ``--lr_schedule`` callback), and ``train/lr`` is the scheduler's LR."""
-    cli = run_cli("fit", "--config", str(CONFIGS / "model" / "plateau.yaml"), "--trainer.max_epochs=2")
+    plateau = [  # as configs/model/plateau.yaml (the user's folder, which a generated repo may delete)
+        "--model.lr_scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau",
+        "--model.lr_scheduler.patience=3",
+        "--model.lr_scheduler_monitor=val/loss",
+    ]
+    cli = run_cli("fit", *plateau, "--trainer.max_epochs=2")
     (config,) = cli.trainer.lr_scheduler_configs
     assert type(config.scheduler).__name__ == "ReduceLROnPlateau"
     assert (config.monitor, config.interval) == ("val/loss", "epoch")
