@@ -31,8 +31,9 @@ def copy_repo(target: Path) -> Path:
     )
     if listed.returncode == 0:
         files = [REPO_ROOT / name for name in listed.stdout.splitlines()]
-    else:  # not a git checkout: the parts a task touches
-        files = [p for d in (PACKAGE, "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
+    else:  # not a git checkout: the parts a task touches, and pytest's settings (pythonpath)
+        files = [REPO_ROOT / "pyproject.toml"]
+        files += [p for d in (PACKAGE, "configs", "tests", "docs") for p in (REPO_ROOT / d).rglob("*")]
     for source in files:
         if source.is_file() and "__pycache__" not in source.parts:
             destination = target / source.relative_to(REPO_ROOT)
