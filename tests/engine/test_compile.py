@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 from fixture_task import PlainClassifier, TinyClassifier
-from support import PLAIN_DATA, PLAIN_MODEL, metric_rows
+from support import PLAIN_DATA, PLAIN_MODEL, every_step, metric_rows
 from torch import Tensor
 
 from project.engine.cli import main
@@ -115,14 +115,7 @@ def test_exact_resume_holds_with_compile(run_cli: Any, workdir: Path) -> None:
     """Dropout, augmentation and shuffling on, compiled: resumed mid-epoch (step 6 of 12) the run ends
     with the uninterrupted compiled run's weights, bit for bit."""
     run = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", COMPILE]
-    every_step = [
-        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
-        f"--trainer.callbacks.dirpath={workdir / 'steps'}",
-        "--trainer.callbacks.every_n_train_steps=1",
-        "--trainer.callbacks.save_top_k=-1",
-        "--trainer.callbacks.filename={step}",
-    ]
-    full = run_cli("fit", *run, "--run_name=full", *every_step)
+    full = run_cli("fit", *run, "--run_name=full", *every_step(workdir / "steps"))
     resumed = run_cli("fit", *run, "--run_name=resumed", f"--ckpt_path={workdir}/steps/step=6.ckpt")
     assert resumed.trainer.global_step == full.trainer.global_step == 12
     different = [k for k, v in weights(full.model).items() if not torch.equal(v, weights(resumed.model)[k])]

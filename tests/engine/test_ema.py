@@ -13,7 +13,7 @@ import pytest
 import torch
 from fixture_task import TinyClassifier
 from lightning.pytorch import Callback, LightningModule, Trainer
-from support import CONFIGS, FAST, hashes, metric_rows, run_module
+from support import CONFIGS, FAST, every_step, hashes, metric_rows, run_module
 from torch import Tensor
 
 from project.engine.cli import main
@@ -135,14 +135,7 @@ def test_the_average_survives_a_resume_bit_for_bit(run_cli: Any, workdir: Path, 
         "--trainer.limit_train_batches=4",
         f"--data.num_workers={num_workers}",
     ]
-    every_step = [
-        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
-        f"--trainer.callbacks.dirpath={workdir / 'steps'}",
-        "--trainer.callbacks.every_n_train_steps=1",
-        "--trainer.callbacks.save_top_k=-1",
-        "--trainer.callbacks.filename={step}",
-    ]
-    full = run_cli("fit", *run, "--run_name=full", *every_step)
+    full = run_cli("fit", *run, "--run_name=full", *every_step(workdir / "steps"))
     mid = run_cli("fit", *run, "--run_name=mid", f"--ckpt_path={workdir}/steps/step=6.ckpt")
     stopped = run_cli("fit", *run, "--run_name=epoch", "--trainer.callbacks+=helpers.StopAfterEpoch")
     assert stopped.trainer.global_step == 4

@@ -14,23 +14,13 @@ from helpers import SyncDistClassifier
 from jsonargparse import ArgumentParser
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI
-from support import RunCLI, metric_rows
+from support import RunCLI, every_step, metric_rows
 
 from project.engine import resume
 from project.engine.resume import PRIVATE_ATTRIBUTES, CheckpointReadOnce, synced_logs
 
 #: 3 epochs of 4 batches, every step checkpointed into ``<workdir>/steps`` as ``step=N.ckpt``.
 RUN = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=1"]
-
-
-def every_step(folder: Path) -> list[str]:
-    return [
-        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
-        f"--trainer.callbacks.dirpath={folder}",
-        "--trainer.callbacks.every_n_train_steps=1",
-        "--trainer.callbacks.save_top_k=-1",
-        "--trainer.callbacks.filename={step}",
-    ]
 
 
 def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
