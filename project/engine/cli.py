@@ -286,8 +286,9 @@ class ProjectCLI(CheckpointReadOnce):
         try:
             check_sync_batchnorm(config.trainer)
             check_wandb_log_model(config.trainer.logger)
-            self.explicit = explicit_values(config, subparser.get_defaults())
-            warn_carried_over(config, subparser.get_defaults())
+            defaults = subparser.get_defaults()
+            self.explicit = explicit_values(config, defaults)
+            warn_carried_over(config, defaults)
             if config.get("ckpt_path") is not None:
                 self._apply_checkpoint(subparser, config)
             if config.get("init_from") is not None:
