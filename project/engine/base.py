@@ -333,7 +333,8 @@ class BaseDataModule(LightningDataModule):
         if self.predict_path is not None and self.predict_inputs is None:
             self.predict_inputs = found = self.read_predict_inputs(Path(self.predict_path).expanduser())
             if getattr(self.trainer, "is_global_zero", True):  # once, not once per DDP process
-                print(f"predict_path: {len(found.names)} inputs from {self.predict_path}", flush=True)
+                count = len(found.names)
+                print(f"predict_path: {count} input{'s' * (count != 1)} from {self.predict_path}", flush=True)
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
         inputs = self.predict_inputs

@@ -39,7 +39,7 @@ def write_pngs(folder: Path, count: int) -> list[np.ndarray]:
 
 
 def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_reader_says(
-    run_cli: RunCLI, workdir: Path
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pixels = write_pngs(workdir / "pngs", 6)
     fit = run_cli("fit", *QUIET)
@@ -51,6 +51,8 @@ def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_re
         "--trainer.limit_predict_batches=1.0",
     )
     rows = rows_of(cli.run_dir)
+    out = capsys.readouterr().out
+    assert "predict_path: 6 inputs from pngs" in out and "Predictions (6 rows) written to" in out
     assert [row["input"] for row in rows] == [f"image_{i:02d}.png" for i in range(6)]
     assert list(rows[0]) == ["index", "input", "pred", "prob", *(f"probs_{k}" for k in range(4))]
     assert [row["index"] for row in rows] == [str(i) for i in range(6)]
@@ -72,17 +74,17 @@ def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_re
 def test_a_corrupt_file_is_listed_as_skipped_and_the_others_are_predicted(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_pngs(workdir / "pngs", 3)
+    write_pngs(workdir / "pngs", 1)
     (workdir / "pngs" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)
     (workdir / "pngs" / "notes.txt").write_text("not an image\n")
     run_cli("fit", *QUIET)
     cli = run_cli("predict", *QUIET, "--ckpt_path=best", "--data.predict_path=pngs")
-    assert [row["input"] for row in rows_of(cli.run_dir)] == ["image_00.png", "image_01.png", "image_02.png"]
+    assert [row["input"] for row in rows_of(cli.run_dir)] == ["image_00.png"]
     skipped = rows_of(cli.run_dir, "skipped.csv")
     assert [Path(row["input"]).name for row in skipped] == ["broken.png", "notes.txt"]
     assert all(row["reason"].startswith("not a readable image") for row in skipped)
     out = capsys.readouterr().out
-    assert "predict_path: 3 inputs from pngs" in out
+    assert "predict_path: 1 input from pngs" in out and "Predictions (1 row) written to" in out
     assert "Skipped pngs/broken.png: not a readable image" in out and "2 input files skipped" in out
 
 

@@ -110,8 +110,9 @@ class CSVPredictionWriter(BasePredictionWriter):
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / self.filename).open("w", newline="") as handle:
             csv.writer(handle).writerows([header, *rows] if header else [])
-        print(f"Predictions ({len(rows)} rows) written to {folder / self.filename}")
+        print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {folder / self.filename}")
         if found is not None and found.skipped:
             with (folder / "skipped.csv").open("w", newline="") as handle:
                 csv.writer(handle).writerows([("input", "reason"), *found.skipped])
-            print(f"{len(found.skipped)} input files skipped (not predicted), listed in {handle.name}")
+            count = len(found.skipped)
+            print(f"{count} input file{'s' * (count != 1)} skipped (not predicted), listed in {handle.name}")
