@@ -425,13 +425,25 @@ class ProjectCLI(CheckpointReadOnce):
     after_test = after_validate
 
     def after_fit(self) -> None:
-        """Say where the run folder and the best checkpoint are."""
-        best = next((cb for cb in self.trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
-        if self.trainer.is_global_zero:
-            print(f"Run folder: {self.run_dir}")
-            if best is not None and best.best_model_path:
-                score = float(best.best_model_score) if best.best_model_score is not None else float("nan")
-                print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
+        """Say where the run folder and the best checkpoint are, and when a continued run had nothing
+        left to train (its checkpoint already at ``max_steps`` or ``max_epochs``)."""
+        trainer = self.trainer
+        best = next((cb for cb in trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
+        if not trainer.is_global_zero:
+            return
+        if self.continued and self.checkpoint and trainer.global_step == self.checkpoint["global_step"]:
+            limits = [("max_steps", trainer.max_steps, trainer.global_step)]
+            limits.append(("max_epochs", trainer.max_epochs or -1, trainer.current_epoch))
+            reached = [f"--trainer.{key}={value}" for key, value, now in limits if 0 <= value <= now]
+            at = f"current_epoch={trainer.current_epoch}, global_step={trainer.global_step}"
+            print(
+                f"Nothing trained: the checkpoint ({at})"
+                + (f" already reached {reached[0]}; give a larger value to train on." if reached else ".")
+            )
+        print(f"Run folder: {self.run_dir}")
+        if best is not None and best.best_model_path:
+            score = float(best.best_model_score) if best.best_model_score is not None else float("nan")
+            print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
 
 
 def logger_problem(logger: Any) -> str | None:

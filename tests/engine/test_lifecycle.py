@@ -39,7 +39,9 @@ def test_last_is_the_latest_epoch_and_best_the_best_when_the_metric_gets_worse(r
     assert [v for _, _, v in metric_rows(cli.run_dir, "val/acc_best")] == pytest.approx([0.5, 0.7, 0.7])
 
 
-def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(run_cli: RunCLI, workdir: Path) -> None:
+def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # no LR schedule: the warmup-cosine length follows max_epochs, which differs here
     args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
     straight = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=straight")
@@ -60,6 +62,13 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(run_cli: Ru
     assert (first.run_dir / "config.yaml").is_file() and (first.run_dir / "config.resume-2.yaml").is_file()
     for name, tensor in straight.model.state_dict().items():
         assert torch.equal(tensor, again.model.state_dict()[name]), name
+    # once more at the same max_epochs: nothing to train, said in one line; checkpoints and rows unchanged
+    before, rows = hashes(folder), metric_rows(first.run_dir, "val/acc")
+    capsys.readouterr()
+    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
+    out = capsys.readouterr().out
+    assert "the checkpoint (current_epoch=4, global_step=8) already reached --trainer.max_epochs=4" in out
+    assert hashes(folder) == before and metric_rows(first.run_dir, "val/acc") == rows
 
 
 def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> None:
