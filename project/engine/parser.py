@@ -17,13 +17,15 @@ from typing import Any, NoReturn
 import yaml
 from jsonargparse import Namespace
 
-from .resume import RecordsUnrecognized
+from .resume import RecordsUnrecognized, unresolved_class_name
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """``"; did you mean `x`?"`` with the closest of ``choices`` (difflib's ratio at least 0.6), or ``""``."""
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f"; did you mean `{close[0]}`?" if close else ""
+    """``"; did you mean `x`?"`` with the closest of ``choices`` (difflib's ratio at least 0.6, ignoring
+    case), or ``""``."""
+    by_lower = {choice.lower(): choice for choice in choices}  # (case-blind: `Adamw` is `AdamW`)
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return f"; did you mean `{by_lower[close[0]]}`?" if close else ""
 
 
 class UnknownKey(KeyError):
@@ -56,6 +58,18 @@ def in_class(key: str, namespace: Namespace) -> bool:
     return any(isinstance(parent, Namespace) and "class_path" in parent for parent in parents)
 
 
+#: The fix for a short class name with no class of that name.
+MODULE_PATH = " (import the class in the package's __init__.py, or give its whole path: module.Class)"
+
+
+def subclasses(base: type) -> set[type]:
+    """Every class imported so far that derives from ``base`` (the short names jsonargparse resolves)."""
+    found: set[type] = set(base.__subclasses__())
+    for cls in list(found):
+        found |= subclasses(cls)
+    return found
+
+
 def explain(
     error: BaseException | None, unrecognized: list[str], options: Iterable[str], reading: str | None = None
 ) -> str | None:
@@ -80,6 +94,12 @@ def explain(
             close = did_you_mean(error.name, names).replace("`", f"`{module}.", 1)
             at = f" (in {reading})" if reading else ""
             return f"`{module}.{error.name}` does not exist{at}{close}"
+        if unresolved := unresolved_class_name(error):
+            name, bases = unresolved
+            at = f" (in {reading})" if reading else ""
+            close = did_you_mean(name, {cls.__name__ for base in bases for cls in subclasses(base)})
+            kind = " or ".join(base.__name__ for base in bases)
+            return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
         error = error.__cause__ or error.__context__
     if unrecognized:
         option = unrecognized[0].partition("=")[0]

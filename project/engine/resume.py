@@ -13,7 +13,7 @@ import os
 import random
 import warnings
 from collections.abc import Sized
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import numpy as np
 import torch
@@ -38,6 +38,8 @@ PRIVATE_ATTRIBUTES = (
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
+    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
+    ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
 )
 
 
@@ -116,6 +118,29 @@ class RecordsUnrecognized(LightningArgumentParser):
     def _parse_known_args_internal(self, *args: Any, **kwargs: Any) -> tuple[Namespace, list[str]]:
         namespace, self.unrecognized = super()._parse_known_args_internal(*args, **kwargs)
         return namespace, self.unrecognized
+
+
+def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...]] | None:
+    """The short class name (``--model=Clasifier``, ``class_path: Clasifier``) that jsonargparse found
+    no class for, and the classes it had to be a subclass of; ``None`` if ``error`` is another error.
+
+    Read from the frames of ``error``'s traceback: jsonargparse resolves a short name among the
+    imported subclasses of ``adapt_typehints``' ``typehint`` (a class or a union of classes, or the
+    ``return_type`` of a callable such as an LR scheduler factory) and, when none has the name, raises
+    in ``import_object(name)``; neither value is in its exception."""
+    bases: tuple[type, ...] = ()
+    frame = error.__traceback__
+    while frame is not None:
+        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+        if code == "adapt_typehints":
+            for hint in (local.get("typehint"), local.get("return_type")):
+                found = [c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None)]
+                bases = tuple(found) or bases
+        name = local.get("name")
+        if code == "import_object" and bases and isinstance(name, str) and "." not in name:
+            return name, bases
+        frame = frame.tb_next
+    return None
 
 
 class ExactResume(Callback):

@@ -1,9 +1,10 @@
-"""The private Lightning (and one jsonargparse) attributes that ``engine/resume.py`` lists (its
+"""The private Lightning (and jsonargparse) attributes that ``engine/resume.py`` lists (its
 ``PRIVATE_ATTRIBUTES``): each exists in the installed version, and the behaviour it is used for still
 holds, so an upgrade that renames or changes one fails here, loudly, instead of silently breaking a resume."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ def test_every_private_attribute_exists_in_the_installed_lightning() -> None:
         "_TrainingEpochLoop": fit_loop.epoch_loop,
         "Trainer": trainer,
         "ArgumentParser": ArgumentParser,
+        "jsonargparse._typehints": importlib.import_module("jsonargparse._typehints"),
+        "jsonargparse._util": importlib.import_module("jsonargparse._util"),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:

@@ -17,6 +17,7 @@ from project.engine.callbacks import CHECKS, HealthCheck
 from project.engine.checkpointing import AtomicCheckpointIO
 from project.engine.cli import main
 from project.engine.errors import CheckpointError, ConfigError, HealthCheckError
+from project.engine.parser import MODULE_PATH
 
 
 # ---------------------------------------------------------------------------------- health checks
@@ -88,6 +89,7 @@ def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> Non
 BAD_FILES = {
     "bad_key.yaml": "trainer:\n  max_epohcs: 3\n",
     "bad_class.yaml": "model:\n  class_path: fixture_task.TinyClasifier\n",
+    "bad_short_class.yaml": "model:\n  class_path: TinyClasifier\n",
     "bad_argument.yaml": "model:\n  init_args:\n    lr_scheduler_intervl: step\n",
     "bad_callback.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks."
     "EarlyStopping\n      init_args:\n        monitr: val/loss\n",
@@ -122,6 +124,18 @@ MEAN, TINY, TINY_CNN, INTERVAL = (
             ["-c", "bad_class.yaml"],
             f"`{TINY}lasifier` does not exist (in bad_class.yaml)" + MEAN % f"{TINY}lassifier",
         ),
+        (  # a short class name: the closest of the imported subclasses of the argument's type
+            ["--model=TinyClasifier"],
+            "no LightningModule subclass is named `TinyClasifier`" + MEAN % "TinyClassifier",
+        ),
+        (
+            ["-c", "bad_short_class.yaml"],
+            "no LightningModule subclass is named `TinyClasifier` (in bad_short_class.yaml)"
+            + MEAN % "TinyClassifier",
+        ),
+        (["--model.backbone=TinyCN"], "no Module subclass is named `TinyCN`" + MEAN % "TinyCNN"),  # a factory
+        (["--model.optimizer=Adamw"], "no Optimizer subclass is named `Adamw`" + MEAN % "AdamW"),  # any case
+        (["--data=Zzz"], "no LightningDataModule subclass is named `Zzz`" + MODULE_PATH),  # none close
         (
             ["--model.init_args.lr_scheduler_intervl=step"],
             "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL,
