@@ -425,13 +425,13 @@ class ProjectCLI(CheckpointReadOnce):
     after_test = after_validate
 
     def after_fit(self) -> None:
-        """Say where the run folder and the best checkpoint are, and when a continued run had nothing
-        left to train (its checkpoint already at ``max_steps`` or ``max_epochs``)."""
+        """Say where the run folder and its best checkpoint are, and when a run from a checkpoint had
+        nothing left to train (the checkpoint already at ``max_steps`` or ``max_epochs``)."""
         trainer = self.trainer
         best = next((cb for cb in trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
         if not trainer.is_global_zero:
             return
-        if self.continued and self.checkpoint and trainer.global_step == self.checkpoint["global_step"]:
+        if self.checkpoint and trainer.global_step == self.checkpoint["global_step"]:
             limits = [("max_steps", trainer.max_steps, trainer.global_step)]
             limits.append(("max_epochs", trainer.max_epochs or -1, trainer.current_epoch))
             reached = [f"--trainer.{key}={value}" for key, value, now in limits if 0 <= value <= now]
@@ -441,7 +441,12 @@ class ProjectCLI(CheckpointReadOnce):
                 + (f" already reached {reached[0]}; give a larger value to train on." if reached else ".")
             )
         print(f"Run folder: {self.run_dir}")
-        if best is not None and best.best_model_path:
+        # (a run branched from a checkpoint that trained nothing has only the old run's best)
+        if (
+            best is not None
+            and best.best_model_path
+            and self.run_dir.resolve() in Path(best.best_model_path).resolve().parents
+        ):
             score = float(best.best_model_score) if best.best_model_score is not None else float("nan")
             print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
 

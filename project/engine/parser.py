@@ -20,12 +20,19 @@ from jsonargparse import Namespace
 from .resume import RecordsUnrecognized, unresolved_class_name
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """``"; did you mean `x`?"`` with the closest of ``choices`` (difflib's ratio at least 0.6, ignoring
-    case), or ``""``."""
-    by_lower = {choice.lower(): choice for choice in choices}  # (case-blind: `Adamw` is `AdamW`)
-    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
-    return f"; did you mean `{by_lower[close[0]]}`?" if close else ""
+def closest(name: str, choices: Iterable[str]) -> list[str]:
+    """The choice closest to ``name`` (difflib's ratio at least 0.6, ignoring case: `Adamw` is `AdamW`),
+    with any that differ from it only in case; ``[]`` if none is close."""
+    by_lower: dict[str, list[str]] = {}
+    for choice in dict.fromkeys(choices):  # (once each, in order)
+        by_lower.setdefault(choice.lower(), []).append(choice)
+    match = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return by_lower[match[0]] if match else []
+
+
+def did_you_mean(options: list[str]) -> str:
+    """``"; did you mean `a` or `b`?"``, or ``""`` for no options."""
+    return "; did you mean " + " or ".join(f"`{option}`" for option in options) + "?" if options else ""
 
 
 class UnknownKey(KeyError):
@@ -62,14 +69,6 @@ def in_class(key: str, namespace: Namespace) -> bool:
 MODULE_PATH = " (import the class in the package's __init__.py, or give its whole path: module.Class)"
 
 
-def subclasses(base: type) -> set[type]:
-    """Every class imported so far that derives from ``base`` (the short names jsonargparse resolves)."""
-    found: set[type] = set(base.__subclasses__())
-    for cls in list(found):
-        found |= subclasses(cls)
-    return found
-
-
 def explain(
     error: BaseException | None, unrecognized: list[str], options: Iterable[str], reading: str | None = None
 ) -> str | None:
@@ -83,7 +82,7 @@ def explain(
         if isinstance(error, UnknownKey):
             where = file_with(error.key, error.files) or reading
             at = f" (in {where})" if where else ""
-            return f"unknown key `{error.key}`{at}{did_you_mean(error.key, error.choices)}"
+            return f"unknown key `{error.key}`{at}{did_you_mean(closest(error.key, error.choices))}"
         if isinstance(error, AttributeError) and isinstance(error.obj, ModuleType) and error.name:
             module = error.obj.__name__
             names = [  # (its classes and functions, not its submodules; compared without the module)
@@ -91,19 +90,27 @@ def explain(
                 for attribute, value in vars(error.obj).items()
                 if not attribute.startswith("_") and not isinstance(value, ModuleType)
             ]
-            close = did_you_mean(error.name, names).replace("`", f"`{module}.", 1)
+            close = did_you_mean([f"{module}.{name}" for name in closest(error.name, names)])
             at = f" (in {reading})" if reading else ""
             return f"`{module}.{error.name}` does not exist{at}{close}"
         if unresolved := unresolved_class_name(error):
-            name, bases = unresolved
+            name, bases, paths = unresolved
+            kinds = [base.__name__ for base in bases]
+            by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
+            for path in paths:
+                by_name.setdefault(path.rpartition(".")[2], []).append(path)
+            names = [short for short in by_name if short not in kinds]  # (not the base class itself)
+            suggested: list[str] = []  # the short name, or its class paths when several classes have it
+            for short in closest(name, names):
+                suggested += [short] if len(by_name[short]) == 1 else by_name[short]
+            close = did_you_mean(suggested)
             at = f" (in {reading})" if reading else ""
-            close = did_you_mean(name, {cls.__name__ for base in bases for cls in subclasses(base)})
-            kind = " or ".join(base.__name__ for base in bases)
+            kind = " or ".join(kinds)
             return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
         error = error.__cause__ or error.__context__
     if unrecognized:
         option = unrecognized[0].partition("=")[0]
-        return f"unrecognized argument `{option}`{did_you_mean(option, options)}"
+        return f"unrecognized argument `{option}`{did_you_mean(closest(option, options))}"
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any, TypeVar, get_args
 import numpy as np
 import torch
 from jsonargparse import Namespace
+from jsonargparse._typehints import get_all_subclass_paths
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from torch.utils.data import Dataset, get_worker_info
@@ -40,6 +41,7 @@ PRIVATE_ATTRIBUTES = (
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
     ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
+    ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
 )
 
 
@@ -120,9 +122,11 @@ class RecordsUnrecognized(LightningArgumentParser):
         return namespace, self.unrecognized
 
 
-def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...]] | None:
+def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], list[str]] | None:
     """The short class name (``--model=Clasifier``, ``class_path: Clasifier``) that jsonargparse found
-    no class for, and the classes it had to be a subclass of; ``None`` if ``error`` is another error.
+    no class for, the classes it had to be a subclass of, and the class paths jsonargparse resolves a
+    short name among (``get_all_subclass_paths``: imported, public, not abstract); ``None`` if
+    ``error`` is another error.
 
     Read from the frames of ``error``'s traceback: jsonargparse resolves a short name among the
     imported subclasses of ``adapt_typehints``' ``typehint`` (a class or a union of classes, or the
@@ -137,8 +141,8 @@ def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...]] 
                 found = [c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None)]
                 bases = tuple(found) or bases
         name = local.get("name")
-        if code == "import_object" and bases and isinstance(name, str) and "." not in name:
-            return name, bases
+        if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
+            return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
         frame = frame.tb_next
     return None
 

@@ -139,7 +139,7 @@ def test_continuing_from_an_earlier_checkpoint_logs_each_step_once(run_cli: RunC
 
 
 def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_the_old_run(
-    run_cli: RunCLI, workdir: Path
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = run_cli("fit", "--run_name=A", "--trainer.max_epochs=2")
     before = hashes(first.run_dir)
@@ -151,8 +151,14 @@ def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_t
     last = first.run_dir / "checkpoints" / "last.ckpt"
     branch = run_cli("fit", "--run_name=C", "--trainer.max_epochs=3", f"--ckpt_path={last}")
     assert epoch_of(branch.run_dir / "checkpoints" / "last.ckpt") == 2
+    # a branch with nothing left to train says so, and names no best checkpoint (it has none; A's is A's)
+    capsys.readouterr()
+    run_cli("fit", "--run_name=D", "--trainer.max_epochs=2", f"--ckpt_path={last}")
+    out = capsys.readouterr().out
+    assert "already reached --trainer.max_epochs=2" in out and "Best checkpoint" not in out
     assert hashes(first.run_dir) == before
-    assert sorted(p.name for p in run_dirs(workdir / "logs")) == sorted(["A", "B", "C", auto.run_dir.name])
+    names = ["A", "B", "C", "D", auto.run_dir.name]
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == sorted(names)
 
 
 def test_config_yaml_is_portable_and_names_no_run_folder(run_cli: RunCLI, workdir: Path) -> None:

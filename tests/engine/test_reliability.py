@@ -136,6 +136,15 @@ MEAN, TINY, TINY_CNN, INTERVAL = (
         (["--model.backbone=TinyCN"], "no Module subclass is named `TinyCN`" + MEAN % "TinyCNN"),  # a factory
         (["--model.optimizer=Adamw"], "no Optimizer subclass is named `Adamw`" + MEAN % "AdamW"),  # any case
         (["--data=Zzz"], "no LightningDataModule subclass is named `Zzz`" + MODULE_PATH),  # none close
+        (  # a name two classes have: their paths, not the name that jsonargparse would refuse
+            ["--model.backbone=Sigmod"],
+            "no Module subclass is named `Sigmod`; did you mean `torch.nn.Sigmoid` or "
+            "`torch.ao.nn.quantized.Sigmoid`?",
+        ),
+        (  # neither the base class nor a private one (lightning's _MockOptimizer) is offered
+            ["--model.optimizer=MockOptimizer"],
+            "no Optimizer subclass is named `MockOptimizer`" + MODULE_PATH,
+        ),
         (
             ["--model.init_args.lr_scheduler_intervl=step"],
             "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL,
