@@ -5,11 +5,12 @@ PY := $(VENV)/bin/python
 
 .PHONY: train test test-all lint typecheck unit unit-all clean constraints
 
-# Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml).
-$(VENV)/.installed: pyproject.toml requirements/constraints.txt
+# Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml),
+# and the engine from where requirements/engine.txt says.
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/engine.txt $(wildcard engine/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c requirements/constraints.txt -e ".[dev]"
+	$(PY) -m pip install -c requirements/constraints.txt -r requirements/engine.txt -e ".[dev]"
 	touch $@
 
 ## Train the default experiment, then test its best checkpoint.
@@ -23,15 +24,26 @@ test: lint typecheck unit
 ## Lint, type-check and run every test, the long end-to-end ones (marked `slow`) included.
 test-all: lint typecheck unit-all
 
+# An engine copied into this repo (engine/: its own pyproject.toml, strict mypy, tests) is checked too.
+ENGINE := $(wildcard engine/pyproject.toml)
+# pytest worker processes (pytest-xdist): each imports torch and Lightning, so one process costs the least
+# CPU time for a suite of this size; WORKERS=2 halves the wall time on 2 cores.
+# template-only
+WORKERS ?= 2
+# /template-only
+WORKERS ?= 0
+
 lint: $(VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
 typecheck: $(VENV)/.installed
 	$(PY) -m mypy
+	$(if $(ENGINE),cd engine && $(abspath $(PY)) -m mypy)
 
 unit: $(VENV)/.installed
-	$(PY) -m pytest -n 2 -m "not slow" --durations=10
+	$(PY) -m pytest -n $(WORKERS) -m "not slow" --durations=10
+	$(if $(ENGINE),cd engine && $(abspath $(PY)) -m pytest -n 2 -m "not slow" --durations=10)
 
 # template-only
 # (a generated repo has neither the generated-repo suites nor their marker)
@@ -44,7 +56,8 @@ test-generated: $(VENV)/.installed
 # /template-only
 
 unit-all: $(VENV)/.installed
-	$(PY) -m pytest -n 2 $(NOT_GENERATED) --durations=15
+	$(PY) -m pytest -n $(WORKERS) $(NOT_GENERATED) --durations=15
+	$(if $(ENGINE),cd engine && $(abspath $(PY)) -m pytest -n 2 --durations=15)
 
 ## Refresh requirements/constraints.txt: the newest versions pyproject.toml allows (dependencies and the
 ## dev extra), resolved by pip-tools' pip-compile; then run `make test` and commit the file if it passes.
@@ -54,7 +67,8 @@ constraints:
 	$(PY) -m pip install --quiet "pip-tools>=7.4"
 	CUSTOM_COMPILE_COMMAND="make constraints" $(PY) -m piptools compile --upgrade --quiet --extra=dev --strip-extras --allow-unsafe --no-annotate \
 		--no-emit-index-url --no-emit-find-links --no-emit-trusted-host \
-		$(addprefix --constraint=,$(PIP_CONFIG_CONSTRAINT)) --output-file=requirements/constraints.txt pyproject.toml
+		$(addprefix --constraint=,$(PIP_CONFIG_CONSTRAINT)) --output-file=requirements/constraints.txt pyproject.toml requirements/engine.txt
+	sed -i '/^-e \|^runwright\b\|^project\b/d' requirements/constraints.txt  # (the engine and this repo: not pins)
 
 PIP_CONFIG_CONSTRAINT = $(shell $(PY) -m pip config list 2>/dev/null | sed -n "s/^global.constraint='\(.*\)'$$/\1/p")
 

@@ -51,9 +51,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
 
-from project.engine.callbacks import CompileModel  # noqa: E402
-from project.engine.checkpointing import BestCheckpoint  # noqa: E402
-from project.engine.cli import ProjectCLI  # noqa: E402
+from runwright.callbacks import CompileModel  # noqa: E402
+from runwright.checkpointing import BestCheckpoint  # noqa: E402
+from runwright.cli import ProjectCLI  # noqa: E402
+
+import project  # noqa: E402
+
+PACKAGE = project.__name__  # the package whose runs these are
 
 EMA_PRESET = REPO_ROOT / "configs" / "callbacks" / "ema.yaml"
 QUIET = [
@@ -147,7 +151,7 @@ def fit(args: list[str], logs_dir: str, test: bool = False) -> Run:
     averaging: dict[str, list[float]] = {}
     try:
         with contextlib.redirect_stdout(sys.stderr):  # stdout: the tables alone
-            cli = ProjectCLI(args=[*args, *QUIET, f"--logs_dir={logs_dir}"], run=False)
+            cli = ProjectCLI(args=[*args, *QUIET, f"--logs_dir={logs_dir}"], run=False, package=PACKAGE)
             with cli:
                 callbacks: list[Callback] = cli.trainer.callbacks  # type: ignore[attr-defined]
                 callbacks.append(clock)
@@ -163,7 +167,8 @@ def fit(args: list[str], logs_dir: str, test: bool = False) -> Run:
                 }
             if test:  # a test command of its own, as a user runs it (see README, "Weight averaging (EMA)")
                 tested = ProjectCLI(
-                    args=["test", f"--ckpt_path={best.best_model_path}", *QUIET, f"--logs_dir={logs_dir}"]
+                    args=["test", f"--ckpt_path={best.best_model_path}", *QUIET, f"--logs_dir={logs_dir}"],
+                    package=PACKAGE,
                 )
                 metrics["test/acc"] = float(tested.trainer.callback_metrics["test/acc"])
     finally:

@@ -35,6 +35,7 @@ for path in (REPO_ROOT, REPO_ROOT / "tests"):
         sys.path.insert(0, str(path))
 
 from fake_datasets import write_cifar10, write_mnist  # noqa: E402
+from runwright import BaseDataModule  # noqa: E402
 
 from project.data import (  # noqa: E402
     CIFAR10DataModule,
@@ -43,7 +44,6 @@ from project.data import (  # noqa: E402
     MNISTDataModule,
     SyntheticDataModule,
 )
-from project.engine import BaseDataModule  # noqa: E402
 
 VAL_SIZE = 5000
 SETTINGS: list[tuple[int, bool]] = [(0, False), (1, False), (1, True), (2, False), (2, True)]

@@ -19,8 +19,11 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from runwright.cli import ProjectCLI
 
-from project.engine.cli import ProjectCLI
+import project
+
+PACKAGE = project.__name__  # the package whose runs these are
 
 
 class Timer(Callback):
@@ -72,7 +75,7 @@ def run(extra: list[str], smoke: bool) -> tuple[ProjectCLI, Timer]:
     ]
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    cli = ProjectCLI(args=args, run=False)
+    cli = ProjectCLI(args=args, run=False, package=PACKAGE)
     cli.trainer.callbacks.append(timer)  # type: ignore[attr-defined]
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     return cli, timer

@@ -33,8 +33,11 @@ for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
         sys.path.insert(0, str(path))
 
 import parity  # noqa: E402
+from runwright.cli import ProjectCLI  # noqa: E402
 
-from project.engine.cli import ProjectCLI  # noqa: E402
+import project  # noqa: E402
+
+PACKAGE = project.__name__  # the package whose runs these are
 
 #: (label, precision, channels_last, compile, EMA)
 CONFIGS: list[tuple[str, str, bool, bool, bool]] = [
@@ -109,7 +112,7 @@ def run(
     ]
     argv, sys.argv = sys.argv, sys.argv[:1]
     try:
-        cli = ProjectCLI(args=args, run=False)
+        cli = ProjectCLI(args=args, run=False, package=PACKAGE)
     finally:
         sys.argv = argv
     model: Any = cli.model

@@ -1,16 +1,16 @@
 """Parity: the template's ``fit`` against a hand-written PyTorch loop and a bare Lightning ``Trainer``.
 
 Trains the same network on the same data with the same optimizer (AdamW, PyTorch defaults), LR
-schedule (linear warmup + cosine, :func:`project.engine.schedules.warmup_cosine_factor`),
+schedule (linear warmup + cosine, :func:`runwright.schedules.warmup_cosine_factor`),
 gradient clipping (total norm 1.0), seed and batch order three ways, in one process, alternating the
 runs:
 
 - ``plain``: a PyTorch loop written the recommended way (``zero_grad(set_to_none=True)``, ``no_grad``
   evaluation, ``.item()`` only at logging points), reseeding python/numpy/torch at every epoch start
-  with :func:`project.engine.resume.epoch_seed` exactly like the template's ``ExactResume``
+  with :func:`runwright.resume.epoch_seed` exactly like the template's ``ExactResume``
   callback and calling the training sampler's ``set_epoch`` as Lightning does;
 - ``template``: ``ProjectCLI(...).trainer.fit`` with the default experiment's model (its
-  ``lr_scheduler`` is the warmup-cosine :class:`~project.engine.schedules.WarmupCosineLR`), every
+  ``lr_scheduler`` is the warmup-cosine :class:`~runwright.schedules.WarmupCosineLR`), every
   default callback, metric, logger and the progress bar (checkpoint writing is timed separately and
   reported on its own line);
 - ``bare``: ``lightning.Trainer`` with no callbacks, logger, checkpointing or progress bar and a minimal
@@ -63,12 +63,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
 
+from runwright.cli import ProjectCLI  # noqa: E402
+from runwright.resume import epoch_seed  # noqa: E402
+from runwright.runs import finish_wandb_run  # noqa: E402
+from runwright.schedules import warmup_cosine_factor  # noqa: E402
+
+import project  # noqa: E402
 from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
-from project.engine.cli import ProjectCLI  # noqa: E402
-from project.engine.resume import epoch_seed  # noqa: E402
-from project.engine.runs import finish_wandb_run  # noqa: E402
-from project.engine.schedules import warmup_cosine_factor  # noqa: E402
 from project.models import SimpleCNN  # noqa: E402
+
+PACKAGE = project.__name__  # the package whose runs these are
 
 #: Our callbacks' config groups, each switched off in turn with ``--<group>.enabled=false``. Groups
 #: found in the CLI that are not listed here are added automatically (any top-level group with an
@@ -88,11 +92,11 @@ OTHER_ABLATIONS: dict[str, list[str]] = {
 _clock: Callable[[], float] = time.perf_counter
 
 # The template's defaults that the plain loop and the bare Trainer reproduce.
-CLIP_NORM = 1.0  # project/engine/defaults.yaml trainer.gradient_clip_val (algorithm "norm")
+CLIP_NORM = 1.0  # runwright's defaults.yaml trainer.gradient_clip_val (algorithm "norm")
 WARMUP_FRACTION = 0.05  # project/configs/default.yaml model.lr_scheduler (WarmupCosineLR)
 WARMUP_START_FACTOR = 0.01  # WarmupCosineLR's default
 MIN_LR_FACTOR = 0.01  # project/configs/default.yaml
-LOG_EVERY_N_STEPS = 10  # project/engine/defaults.yaml trainer.log_every_n_steps
+LOG_EVERY_N_STEPS = 10  # runwright's defaults.yaml trainer.log_every_n_steps
 
 
 class SmallResNet(nn.Module):
@@ -466,7 +470,7 @@ def _template_cli(
     ]
     argv, sys.argv = sys.argv, sys.argv[:1]  # LightningCLI warns when sys.argv also holds arguments
     try:
-        return ProjectCLI(args=args, run=False)
+        return ProjectCLI(args=args, run=False, package=PACKAGE)
     finally:
         sys.argv = argv
 

@@ -1,9 +1,10 @@
 # {% raw %}
 """cookiecutter ``post_gen_project`` hook: turn the copied reference project (the repo root, through the
 symlinks in ``{{cookiecutter.project_slug}}/``, not rendered) into the user's repo: rename the package,
-fill in the answers, keep the chosen logger and examples, drop what is template-only. A rule that no
-longer matches raises :class:`TemplateDriftError`. The only Jinja is the context string under
-``__main__``, so ``tests/test_template_hooks.py`` imports this module and tests each rule directly."""
+fill in the answers, keep the chosen logger and examples, say where the engine comes from (or copy it
+in), drop what is template-only. A rule that no longer matches raises :class:`TemplateDriftError`. The
+only Jinja is the context string under ``__main__``, so ``tests/test_template_hooks.py`` imports this
+module and tests each rule directly."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 OLD_PACKAGE = "project"
 #: Paths (relative to the repo root) that only the template has.
@@ -28,16 +29,25 @@ FULL_EXAMPLES_ONLY = (
     "benchmarks", "project/data/diabetes.py", "project/data/vision.py", "project/models/regressor.py",
     "configs/experiment/diabetes.yaml", "configs/experiment/mnist.yaml", "configs/data/mnist.yaml",
     "configs/experiment/fashion_mnist.yaml", "configs/data/fashion_mnist.yaml", "configs/model/resnet18.yaml",
-    "configs/experiment/cifar10.yaml", "configs/data/cifar10.yaml", "tests/test_regression.py",
-    "tests/test_vision_data.py", "tests/fake_datasets.py", "tests/test_benchmarks.py",
-    "tests/test_diabetes_tools.py",
+    "configs/experiment/cifar10.yaml", "configs/data/cifar10.yaml", "configs/sweep",
+    "tests/test_regression.py", "tests/test_vision_data.py", "tests/fake_datasets.py",
+    "tests/test_benchmarks.py", "tests/test_diabetes_tools.py", "tests/test_example_sweep.py",
 )
 # fmt: on
 #: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink).
 STAGED_NAMES = {"gitignore.template": ".gitignore"}
-CACHE_DIRS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+CACHE_DIRS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.egg-info")
 #: Folder (a symlink to ``hooks/licenses`` in the template) with ``<license>.txt`` per license choice.
 LICENSES_DIR = ".template_licenses"
+#: Folder (a symlink to the template's ``engine/``, the engine's distribution): ``engine_source=copy``
+#: makes it the repo's ``engine/``; otherwise it is deleted.
+ENGINE_DIR = ".template_engine"
+#: The engine's distribution name, and its folder in the template (and in a repo it is copied into).
+ENGINE, ENGINE_FOLDER = "runwright", "engine"
+#: The extras of the engine that each ``examples`` answer asks for (``minimal``: none).
+ENGINE_EXTRAS = {"full": "[sweep,plots,export]", "minimal": ""}
+#: The default logger's dependency, by ``logger`` answer (``csv``: Lightning's own CSVLogger, none).
+LOGGER_DEPENDENCIES = {"wandb": "wandb>=0.17", "tensorboard": "tensorboard>=2.14", "csv": None}
 NEWEST_PYTHON = (3, 12)  # the newest Python version that the CI matrix tests
 
 #: ``<!-- template-only -->...<!-- /template-only -->`` (or ``# ...`` lines): never in a generated repo.
@@ -77,25 +87,31 @@ def sub_once(text: str, pattern: str, replacement: str, where: str, once: bool =
 
 def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
     """Fill the answers into the reference ``pyproject.toml`` (name, description, author, SPDX
-    ``license`` or none, Python versions, script, package, mypy files); drop template-only tools."""
+    ``license`` or none, Python versions, script, package, mypy files, the engine's extras and the
+    logger's package); drop the template-only lines (``# template-only`` ... ``# /template-only``)."""
     package = answers["package_name"]
     major, minor = (int(part) for part in str(answers["python_version"]).split("."))
     mypy_files = [package] + (["benchmarks"] if answers["examples"] == "full" else [])
     string = json.dumps  # a JSON string is a valid TOML basic string
     author, email = string(answers["author_name"]), string(answers["author_email"])
     license_name = string(answers["license"])
+    logger = LOGGER_DEPENDENCIES[answers["logger"]]
     rules = [
         (r'^license = ".*"\n', "" if answers["license"] == "none" else f"license = {license_name}\n"),
         (r'^name = "project"$', f"name = {string(answers['project_slug'])}"),
         (r"^description = .*$", f"description = {string(answers['description'])}"),
         (r"^authors = \[.*\]$", f"authors = [{{ name = {author}, email = {email} }}]"),
         (r'^requires-python = ".*"$', f'requires-python = ">={major}.{minor}"'),
-        (r'^project = "project\.engine\.cli:main"$', f'{package} = "{package}.engine.cli:main"'),
+        (r'^    "runwright\[sweep,plots,export\]~=', f'    "{ENGINE}{ENGINE_EXTRAS[answers["examples"]]}~='),
+        (
+            r'^    "wandb>=[\d.]+",  # the default logger\n',
+            f'    "{logger}",  # the default logger\n' if logger else "",
+        ),
+        (r'^project = "project\.__main__:main"$', f'{package} = "{package}.__main__:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
         (r'^project = (?=\["configs/)', f"{package} = "),
         (r'^files = \["project", "hooks", "benchmarks"\]$', f"files = {string(mypy_files)}"),
-        (r'^    "cookiecutter>=[\d.]+",\n', ""),
-        (r'^    "cruft>=[\d.]+",\n', ""),
+        (r"^ *# template-only\n(.*\n)*? *# /template-only\n", ""),
         (r'^    "generated_suite: .*\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
         (r'^python_version = "3\.\d+"$', f'python_version = "{major}.{minor}"'),
@@ -103,6 +119,136 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
     for pattern, replacement in rules:
         text = sub_once(text, pattern, replacement, "pyproject.toml")
     return text
+
+
+def rewrite_lowest(text: str, answers: Mapping[str, Any]) -> str:
+    """``requirements/lowest.txt`` for the answers: the default logger's floor (or none), and the
+    engine's floors (``# engine`` ... ``# /engine``) only where the engine is copied in."""
+    logger = LOGGER_DEPENDENCIES[answers["logger"]]
+    text = sub_once(
+        text,
+        r"^wandb==[\d.]+\n(?=pytest)",
+        f"{logger.replace('>=', '==')}.0\n" if logger else "",
+        "lowest.txt",
+    )
+    if answers["engine_source"] != "copy":
+        text = sub_once(text, r"^# engine: .*\n(.*\n)*?# /engine\n", "", "lowest.txt")
+    return text
+
+
+def pip_url(template: str) -> str:
+    """The ``git+`` URL that pip clones for a template's git URL (``https://``, ``ssh://``, ``file://``,
+    scp-like ``git@host:owner/repo.git``, or already ``git+...``)."""
+    if template.startswith("git+"):
+        return template
+    if scp := re.fullmatch(r"([\w.-]+)@([\w.-]+):(?!//)(.+)", template):
+        return f"git+ssh://{scp[1]}@{scp[2]}/{scp[3]}"
+    return f"git+{template}"
+
+
+def web_url(url: str) -> str | None:
+    """The web address of a git URL (``https://host/owner/repo``, from ``https://``, ``git+https://``,
+    ``ssh://git@host/...`` or scp-like ``git@host:owner/repo.git``), or ``None`` for a local one."""
+    url = url.removeprefix("git+")
+    if scp := re.fullmatch(r"[\w.-]+@([\w.-]+):(?!//)(.+)", url):
+        url = f"https://{scp[1]}/{scp[2]}"
+    url = re.sub(r"^ssh://(?:[\w.-]+@)?([\w.-]+)(?::\d+)?/", r"https://\1/", url)
+    return url.removesuffix(".git").rstrip("/") if url.startswith(("https://", "http://")) else None
+
+
+class EngineSource(NamedTuple):
+    """Where a generated repo installs the engine from: the line of ``requirements/engine.txt`` (empty:
+    an index serves it), one sentence for the README, and the address of the engine's folder for the
+    README's links to its manual and CHANGELOG (``None``: the repo's own ``engine/``)."""
+
+    line: str
+    where: str
+    docs: str | None
+
+
+def engine_source(answers: Mapping[str, Any]) -> EngineSource:
+    """Where the generated repo installs the engine from (:class:`EngineSource`), by ``engine_source``.
+
+    ``template``: the template's own source, pinned. Generated from a git URL (cookiecutter's clone, or
+    cruft, which records the commit as ``_commit``), a direct reference to that URL at the commit the
+    repo was generated from; from a local folder, a direct reference to its ``engine/`` folder.
+    ``index``: a package index serves it (``runwright~=X.Y`` from pyproject.toml). ``copy``: the repo's
+    own ``engine/`` (editable). Raises :class:`subprocess.CalledProcessError` when git cannot name the
+    commit of a cloned template."""
+    choice, subdirectory = answers["engine_source"], f"#subdirectory={ENGINE_FOLDER}"
+    if choice == "index":
+        index = f"a package index (pip's --index-url or --extra-index-url, e.g. your team's) serves {ENGINE}"
+        return EngineSource("", index, f"https://pypi.org/project/{ENGINE}/")
+    if choice == "copy":
+        return EngineSource(
+            f"-e ./{ENGINE_FOLDER}[test]", f"this repo's `{ENGINE_FOLDER}/`, yours to edit", None
+        )
+    from cookiecutter.config import BUILTIN_ABBREVIATIONS
+    from cookiecutter.repository import expand_abbreviations, is_repo_url
+
+    template = expand_abbreviations(str(answers.get("_template", "")), BUILTIN_ABBREVIATIONS)
+    commit = answers.get("_commit")
+    if is_repo_url(template):
+        folder = Path(str(answers.get("_repo_dir") or "."))
+        if not commit:
+            command = ["git", "-C", str(folder), "rev-parse", "HEAD"]
+            commit = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
+        web = web_url(template)
+        docs = f"{web}/blob/{commit}/{ENGINE_FOLDER}/" if web else f"{(folder / ENGINE_FOLDER).as_uri()}/"
+        return EngineSource(
+            f"{ENGINE} @ {pip_url(template)}@{commit}{subdirectory}",
+            f"the git repository this repo was generated from, at that commit ({commit[:12]})",
+            docs,
+        )
+    folder = Path(str(answers.get("_repo_dir") or template)).expanduser().resolve()
+    docs = f"{(folder / ENGINE_FOLDER).as_uri()}/"
+    if commit:  # cruft: its clone of the local template, at a commit
+        return EngineSource(
+            f"{ENGINE} @ git+{folder.as_uri()}@{commit}{subdirectory}",
+            f"the template at {folder}, commit {commit[:12]}",
+            docs,
+        )
+    return EngineSource(
+        f"{ENGINE} @ {(folder / ENGINE_FOLDER).as_uri()}",
+        f"`{folder / ENGINE_FOLDER}` on this machine, the engine of the template this repo comes from",
+        docs,
+    )
+
+
+#: A Markdown link into the engine's folder (``engine/README.md#run-folders``, ``../engine/CHANGELOG.md``).
+ENGINE_LINK = re.compile(r"\]\((?:\.\./)*" + ENGINE_FOLDER + r"/([\w.-]+\.md)?(#[\w-]+)?\)")
+
+
+def link_engine_docs(text: str, docs: str | None) -> str:
+    """Point ``text``'s Markdown links into ``engine/`` at ``docs`` (:class:`EngineSource`): the same file
+    and anchor under a web or file address; a package index's page for all of them. ``None``: kept."""
+    if docs is None:
+        return text
+
+    def link(match: re.Match[str]) -> str:
+        if "pypi.org" in docs:
+            return f"]({docs})"
+        return f"]({docs}{match[1] or ''}{match[2] or ''})"
+
+    return ENGINE_LINK.sub(link, text)
+
+
+def write_engine_requirement(root: Path, answers: Mapping[str, Any]) -> EngineSource:
+    """Write ``requirements/engine.txt`` (:func:`engine_source`); with ``engine_source=copy`` move the
+    template's engine into ``engine/``, else delete it. Returns where the engine comes from."""
+    source = engine_source(answers)
+    line, where = source.line, source.where
+    staged = root / ENGINE_DIR
+    if answers["engine_source"] == "copy":
+        staged.rename(root / ENGINE_FOLDER)
+    else:
+        shutil.rmtree(staged)
+    comment = (
+        f"# Where the engine ({ENGINE}) comes from: {where}. `make` installs it with this repo;\n"
+        f"# pyproject.toml gives its version range. Once an index serves {ENGINE}, delete the line below.\n"
+    )
+    (root / "requirements" / "engine.txt").write_text(comment + (f"{line}\n" if line else ""))
+    return source
 
 
 def render_markdown(text: str, answers: Mapping[str, Any], removed_names: tuple[str, ...] = ()) -> str:
@@ -159,6 +305,9 @@ def drop_examples(root: Path) -> list[str]:
     for subpackage in ("data", "models"):
         gone = {Path(p).stem for p in FULL_EXAMPLES_ONLY if p.startswith(f"{OLD_PACKAGE}/{subpackage}/")}
         edit(root / OLD_PACKAGE / subpackage / "__init__.py", drop_imports, gone)
+    for folder in {(root / relative).parent for relative in FULL_EXAMPLES_ONLY}:
+        if folder.is_dir() and not any(folder.iterdir()):  # (all of its files were full-only)
+            folder.rmdir()
     return removed
 
 
@@ -189,6 +338,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
         (root / relative).unlink()
     for staged, name in STAGED_NAMES.items():
         (root / staged).rename(root / name)
+    engine = write_engine_requirement(root, answers)
     for cache in [path for name in CACHE_DIRS for path in root.rglob(name)]:
         shutil.rmtree(cache, ignore_errors=True)
     if package != OLD_PACKAGE:
@@ -196,18 +346,23 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
     removed_names = tuple(rename_references(name, package) for name in removed)
     for path in sorted(root.rglob("*")):
         parts = path.relative_to(root).parts
-        if {".git", LICENSES_DIR} & set(parts) or path.name == "pyproject.toml" or not path.is_file():
+        skipped = {".git", LICENSES_DIR, ENGINE_FOLDER}  # (a copied engine is not renamed)
+        if skipped & set(parts) or path.name == "pyproject.toml" or not path.is_file():
             continue
         try:
             text = TEMPLATE_ONLY_BLOCK.sub("", rename_references(path.read_text(encoding="utf-8"), package))
         except UnicodeDecodeError:
             continue  # (not a text file)
-        text = render_markdown(text, answers, removed_names) if path.suffix == ".md" else text
+        if path.suffix == ".md":
+            text = link_engine_docs(render_markdown(text, answers, removed_names), engine.docs)
         path.write_text(text, encoding="utf-8")
     edit(root / "pyproject.toml", rewrite_pyproject, answers)
+    edit(root / "requirements" / "lowest.txt", rewrite_lowest, answers)
     title = f"# {answers['project_name']}\n\n{answers['description']}"
     edit(root / "README.md", sub_once, r"\A# .*$", title, "README.md")
     edit(root / "README.md", sub_once, r"(?<=Python >= )3\.\d+", str(answers["python_version"]), "", False)
+    where = r"(?s)(?<=\*\*Where the engine comes from:\*\* ).*?(?=,\s+as\s+`requirements/engine\.txt` says)"
+    edit(root / "README.md", sub_once, where, engine.where, "README.md")
     docstring = answers["description"].replace("\\", "\\\\").replace('"', '\\"')
     edit(root / package / "__init__.py", sub_once, r'\A""".*"""$', f'"""{docstring}"""', "__init__.py")
     wandb = root / "configs" / "logger" / "wandb.yaml"
@@ -237,10 +392,9 @@ def main(answers: Mapping[str, Any]) -> int:
         print(f"ERROR: generating {root.name} failed: {error} {details}".rstrip(), file=sys.stderr)
         return 1
     print(
-        f"Created {root}. Next: cd {root.name} && python3 -m venv .venv && .venv/bin/pip install -e "
-        "'.[dev]'\n"
+        f"Created {root}. Next: cd {root.name} && make test   (make train: the default experiment)\n"
         "Without a CUDA GPU, take torch's CPU wheels (about 200 MB instead of several GB of CUDA builds):\n"
-        "  .venv/bin/pip install --extra-index-url https://download.pytorch.org/whl/cpu -e '.[dev]'"
+        "  PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make test"
     )
     return 0
 

@@ -23,6 +23,7 @@ from typing import Any
 #: ``tests/test_template_hooks.py`` checks that every dependency in ``pyproject.toml`` is listed.
 DEPENDENCY_IMPORT_NAMES = frozenset(
     {
+        "runwright",
         "torch",
         "torchvision",
         "lightning",
@@ -55,13 +56,31 @@ DEPENDENCY_IMPORT_NAMES = frozenset(
         "onnx",
         "onnxruntime",
         "onnxscript",
+        "pandas",
+        "packaging",
+        "build",
+        "twine",
         "setuptools",
         "pip",
     }
 )
 
 #: Folder names the generated repo already uses at its root (a package there would collide).
-RESERVED_NAMES = frozenset({"tests", "configs", "docs", "logs", "data", "hooks", "build", "dist"})
+RESERVED_NAMES = frozenset(
+    {
+        "tests",
+        "configs",
+        "docs",
+        "logs",
+        "data",
+        "hooks",
+        "build",
+        "dist",
+        "engine",
+        "requirements",
+        "benchmarks",
+    }
+)
 
 #: Longest ``package_name``: every line of the reference project that names the package leaves room
 #: for this many characters within ruff's line length (the bake tests check it with a name this long).

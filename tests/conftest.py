@@ -1,83 +1,21 @@
-"""Fixtures for every test: no test leaks process-wide state into the next, W&B stays off, and the
-CLI runs in-process in an empty working directory."""
+"""Fixtures of this project's tests: W&B off, the CLI in-process in an empty working directory, and one
+trained run of the default experiment for the tests that check what comes after a fit."""
 
 from __future__ import annotations
 
-import contextlib
-import importlib
-import logging
-import os
-import signal
-import sys
-import warnings
-from collections.abc import Callable, Iterator
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support import FAST
-
-from project.engine.cli import ProjectCLI
-from project.engine.runs import RUN_DIR_ENV
-
-#: Libraries that the CLI imports lazily and that set warning filters when first imported: imported once
-#: here, so that the leak check below sees only what a test itself leaves behind.
-for _name in (
-    "wandb",
-    "requests",
-    "tensorboard",
-    "matplotlib.pyplot",
-    "sklearn.metrics",
-    "optuna",
-    "onnxruntime",
-):
-    with contextlib.suppress(ImportError):
-        importlib.import_module(_name)
-
-
-def _process_state() -> dict[str, object]:
-    wandb = sys.modules.get("wandb")
-    return {
-        "environment variables": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
-        "warning filters": list(warnings.filters),
-        "an open W&B run": getattr(wandb, "run", None),
-        "signal handlers": (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)),
-        "logging levels": {
-            name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")
-        },
-    }
+from runwright.cli import ProjectCLI
+from runwright.runs import RUN_DIR_ENV
+from support import FAST, PACKAGE
 
 
 @pytest.fixture(autouse=True)
-def no_leaked_state() -> Iterator[None]:
-    """Fail a test that leaves process-wide state behind (set up first, so it checks after every other
-    fixture, ``monkeypatch`` included, has undone its own changes)."""
-    before = _process_state()
-    yield
-    after = _process_state()
-    leaked = [name for name in before if before[name] != after[name]]
-    if "environment variables" in leaked:
-        env_before, env_after = before["environment variables"], after["environment variables"]
-        assert isinstance(env_before, dict) and isinstance(env_after, dict)
-        changed = sorted(k for k in {*env_before, *env_after} if env_before.get(k) != env_after.get(k))
-        leaked[leaked.index("environment variables")] = f"environment variables {changed}"
-        for key in set(env_after) - set(env_before):
-            del os.environ[key]
-        os.environ.update(env_before)
-    if "warning filters" in leaked:
-        added = [f for f in after["warning filters"] if f not in before["warning filters"]]  # type: ignore[attr-defined]
-        removed = [f for f in before["warning filters"] if f not in after["warning filters"]]  # type: ignore[attr-defined]
-        leaked[leaked.index("warning filters")] = f"warning filters (added {added}, removed {removed})"
-        warnings.filters[:] = before["warning filters"]  # type: ignore[index]
-    if after["an open W&B run"] is not None:
-        after["an open W&B run"].finish()  # type: ignore[attr-defined]
-    if leaked:
-        pytest.fail(f"the test left process-wide state behind: {', '.join(leaked)}")
-
-
-@pytest.fixture(autouse=True)
-def wandb_disabled(no_leaked_state: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """W&B off in every test (``WANDB_MODE=disabled``; it costs seconds per run otherwise); the tests of
-    the W&B logger itself unset it."""
+def wandb_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """W&B off in every test (``WANDB_MODE=disabled``: an offline run costs seconds)."""
     monkeypatch.setenv("WANDB_MODE", "disabled")
 
 
@@ -98,6 +36,25 @@ def run_cli(workdir: Path) -> RunCLI:
 
     def run(subcommand: str, *args: str, fast: bool = True) -> ProjectCLI:
         # FAST first, so that the test's own arguments override it
-        return ProjectCLI(args=[subcommand, *(FAST if fast else []), *args])
+        return ProjectCLI(args=[subcommand, *(FAST if fast else []), *args], package=PACKAGE)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def trained_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A logs folder with one fast ``fit`` of the default experiment (four training batches), trained
+    once per test process; copy it (:func:`logs`) before writing next to it."""
+    logs = tmp_path_factory.mktemp("trained") / "logs"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "disabled")
+        patch.delenv(RUN_DIR_ENV, raising=False)
+        args = ["fit", *FAST, "--trainer.limit_train_batches=4", f"--logs_dir={logs}"]
+        ProjectCLI(args=args, package=PACKAGE)
+    return logs
+
+
+@pytest.fixture
+def logs(trained_logs: Path, workdir: Path) -> Path:
+    """This test's copy of :func:`trained_logs`, as ``./logs`` of its working directory."""
+    return Path(shutil.copytree(trained_logs, workdir / "logs"))

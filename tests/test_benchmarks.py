@@ -11,8 +11,8 @@ from types import ModuleType
 
 import pytest
 import requests  # noqa: F401  # see below
-
-from project.engine.cli import ProjectCLI
+from runwright.cli import ProjectCLI
+from support import PACKAGE
 
 # The first W&B run of a process (when W&B is the logger) imports requests and urllib3, whose
 # import adds warning filters: the leak check would blame the first test here. Imported now, they are
@@ -83,7 +83,7 @@ def test_parity_loss_check_fails_loudly(parity: ModuleType) -> None:
 def test_parity_discovers_callback_groups_and_rejects_missing_ones(
     parity: ModuleType, workdir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = ProjectCLI(args=["--trainer.max_epochs=1"], run=False).config
+    config = ProjectCLI(args=["--trainer.max_epochs=1"], run=False, package=PACKAGE).config
     groups = parity.discover_groups(config)
     assert {"memory", "exact_resume", "training_monitor", "health", "interruption"} <= set(groups)
     for group in groups:  # every discovered group really is a switchable callback group

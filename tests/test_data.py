@@ -1,12 +1,12 @@
 """The example's DataModules: the embedded digits and synthetic data (the torchvision loaders:
-test_vision_data.py; the engine's helpers they use: tests/engine/test_base.py)."""
+test_vision_data.py; the engine's helpers they use are tested in the engine's own tests)."""
 
 from __future__ import annotations
 
 import torch
+from runwright import channel_mean_std
 
 from project.data import DigitsDataModule, SyntheticDataModule
-from project.engine import channel_mean_std
 
 
 def test_digits_split_is_deterministic_disjoint_and_complete() -> None:

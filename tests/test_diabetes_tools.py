@@ -1,11 +1,11 @@
 """The export, predict and tuning commands on the diabetes regression task: ONNX names and the
-quantization check's MAE, predictions for CSV rows, ``lr_find`` and ``scale_batch_size`` (the digits
-cases are in ``test_export.py``, ``test_predict_files.py`` and ``test_tuning.py``)."""
+quantization check's MAE, predictions for CSV rows, ``lr_find`` and ``scale_batch_size``."""
 
 from __future__ import annotations
 
 import csv
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from runwright.cli import ProjectCLI
+from runwright.commands import tune as tuning
+from runwright.runs import load_datamodule, load_model
 from sklearn.datasets import load_diabetes
-from support import CONFIGS, FAST, fit_with_batch_size_1, quantized_export_line, rerun_suggestion
+from support import CONFIGS, FAST, PACKAGE, main
 
 from project.data.diabetes import read_csv_rows
-from project.engine.cli import main
-from project.engine.commands import tune as tuning
-from project.engine.runs import load_datamodule, load_model
 
 DIABETES = str(CONFIGS / "experiment" / "diabetes.yaml")
 QUIET = ["--trainer.logger=false"]
@@ -28,6 +28,32 @@ NO_BARS = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summar
 
 def _rows(run_dir: Path, name: str = "predictions.csv") -> list[dict[str, str]]:
     return list(csv.DictReader((run_dir / name).open()))
+
+
+def fit_with_batch_size_1(logs: Path, *args: str) -> Path:
+    """A fast fit with ``--data.batch_size=1`` (8 training steps, 4 validation batches: an R2 needs 2+
+    samples) and no logger, after ``args`` (e.g. an experiment's ``--config``); returns the run folder."""
+    common = [f"--logs_dir={logs}", "--trainer.logger=false", *FAST, "--data.batch_size=1"]
+    common += ["--trainer.limit_train_batches=8", "--trainer.limit_val_batches=4"]
+    return ProjectCLI(args=["fit", *args, *common], package=PACKAGE).run_dir
+
+
+def rerun_suggestion(out: str) -> ProjectCLI:
+    """Run the ``Use it: python -m <package> fit ...`` command that a tuner printed in ``out``,
+    in-process (with FAST overrides, no logger); returns the finished CLI."""
+    (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
+    words = shlex.split(line.removeprefix("Use it: "))
+    assert words[:3] == ["python", "-m", PACKAGE] and words[3] == "fit", line
+    return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], package=PACKAGE)
+
+
+def quantized_export_line(ckpt: Path, output: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``export --format=torchscript --quantize=dynamic`` on ``ckpt`` and return the ``Test ...``
+    line it prints (fp32 vs int8 on the test split)."""
+    capsys.readouterr()
+    options = ["--format=torchscript", "--quantize=dynamic", f"--output={output}"]
+    main(["export", f"--ckpt_path={ckpt}", *options])
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +134,7 @@ def test_a_csv_folder_lists_every_file_it_did_not_read(tmp_path: Path) -> None:
 def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_experiment(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lr, config = tuning.lr_find([*NO_BARS, "--config", str(DIABETES)])
+    lr, config = tuning.lr_find([*NO_BARS, "--config", str(DIABETES)], PACKAGE)
     out = capsys.readouterr().out
     # 3e-3 trains this experiment well; Lightning's own rule said 1.3e-4 (on the flat start)
     assert 5e-4 <= lr <= 1e-2, out
@@ -128,7 +154,7 @@ def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_
 def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the_experiment(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    size, config = tuning.scale_batch_size([*NO_BARS, "--config", str(DIABETES)])
+    size, config = tuning.scale_batch_size([*NO_BARS, "--config", str(DIABETES)], PACKAGE)
     out = capsys.readouterr().out
     # 288 training rows: 64, 128, 256 fit; 512 would be larger than the split (Lightning tries it)
     assert size == 256, out

@@ -1,6 +1,6 @@
-"""Your experiment's defaults: ``python -m project fit`` with no arguments trains the package's
-example (``project/configs/default.yaml`` and ``logger.yaml`` there). Replace these
-tests with your own when you replace the example; the engine's own tests (tests/engine/) do not use it."""
+"""Your experiment's defaults: ``python -m project fit`` with no arguments trains the
+package's example (``project/configs/default.yaml`` and ``logger.yaml`` there). Replace
+these tests with your own when you replace the example."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from runwright.project import config_files
+from support import PACKAGE, main
 
-from project.engine.cli import CONFIG_FILES, PACKAGE, ProjectCLI, main
+CONFIG_FILES = config_files(PACKAGE)
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -28,7 +30,7 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
 
 
 def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert ProjectCLI.config_files == CONFIG_FILES
+    assert [path.name for path in CONFIG_FILES] == ["defaults.yaml", "default.yaml", "logger.yaml"]
     printed = yaml.safe_load(run(["fit", "--print_config"], capsys))
     engine, default, logger = (yaml.safe_load(Path(path).read_text()) for path in CONFIG_FILES)
     for key, value in {**engine["trainer"], **default["trainer"]}.items():

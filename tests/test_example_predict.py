@@ -1,6 +1,6 @@
 """The example a user replaces, predicting on image files: the digits classifier trained by the
 package's own config classifies PNGs of digits it has never seen as files (the engine's part, reading
-files, skipping bad ones and the CSV, is tested on the fixture task in tests/engine/test_predict_files.py)."""
+files, skipping bad ones and the CSV, is tested in the engine's own tests)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from runwright.cli import ProjectCLI
+from runwright.runs import load_model
 from sklearn.datasets import load_digits
-
-from project.engine.cli import ProjectCLI
-from project.engine.runs import load_model
 
 RunCLI = Callable[..., ProjectCLI]  # the run_cli fixture of tests/conftest.py
 

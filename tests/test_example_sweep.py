@@ -10,9 +10,8 @@ from pathlib import Path
 from unittest import mock
 
 import optuna
-
-from project.engine.cli import main
-from project.engine.commands.sweep import SweepCLI
+from runwright.commands.sweep import SweepCLI
+from support import PACKAGE, main
 
 DIGITS_SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweep" / "digits.yaml"
 
@@ -24,6 +23,8 @@ def test_the_digits_sweep_is_valid_and_starts_from_the_default_config(workdir: P
     (trial,) = optuna.load_study(study_name="digits", storage=storage).trials
     assert trial.state == optuna.trial.TrialState.WAITING, "the enqueued trial waits for the first worker"
     with mock.patch.dict(os.environ):  # (parsing seeds: PL_GLOBAL_SEED)
-        (first,) = SweepCLI(["--config", str(DIGITS_SWEEP)]).config.enqueue_trials
-        default = {key.replace(".init_args", ""): value for key, value in SweepCLI([]).config.items()}
+        (first,) = SweepCLI(["--config", str(DIGITS_SWEEP)], PACKAGE).config.enqueue_trials
+        default = {
+            key.replace(".init_args", ""): value for key, value in SweepCLI([], PACKAGE).config.items()
+        }
     assert first == {key: default[key.replace(".init_args", "")] for key in first}

@@ -12,9 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import REPO_ROOT, run_dirs
-
-from project.engine.cli import PACKAGE
+from support import PACKAGE, REPO_ROOT, run_dirs
 
 GUIDE = REPO_ROOT / "docs" / "extending.md"
 #: ``<!-- new file: PATH -->`` or ``<!-- add after the last import in: PATH -->``, then a fenced block.

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 import torch
+from runwright import channel_mean_std, seeded_split
+from runwright.checkpointing import BestCheckpoint
+from runwright.cli import ProjectCLI
 from sklearn.datasets import load_diabetes
-from support import CONFIGS
+from support import CONFIGS, PACKAGE
 
 from project.data import DiabetesDataModule
-from project.engine import channel_mean_std, seeded_split
-from project.engine.checkpointing import BestCheckpoint
-from project.engine.cli import ProjectCLI
 from project.models import TabularRegressor
 
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
@@ -107,7 +107,8 @@ def test_diabetes_experiment_beats_r2_040_and_test_restores_the_data(run_cli: An
 
 
 def test_short_class_names_resolve(workdir: Path) -> None:
-    with ProjectCLI(args=["--model=TabularRegressor", "--data=DiabetesDataModule", *QUIET], run=False) as cli:
+    args = ["--model=TabularRegressor", "--data=DiabetesDataModule", *QUIET]
+    with ProjectCLI(args=args, run=False, package=PACKAGE) as cli:
         pass
     assert type(cli.model) is TabularRegressor and type(cli.datamodule) is DiabetesDataModule
     assert cli.model.net[0].in_features == 10  # linked from the DataModule's num_features

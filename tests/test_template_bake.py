@@ -1,12 +1,14 @@
 """Generate repos from the template with cookiecutter's Python API and check what comes out.
 
 Four option combinations cover each value of every choice (logger, license, python_version,
-examples, GitHub Actions, git) and short and maximal-length package names. Each generated repo is
-checked cheaply: files, names, leftover template markers or ``project`` references, wording that
-contradicts its options, a parsing ``pyproject.toml``, ruff, ``--help`` and one short fit. The
-complete suite (ruff, mypy, every test, slow ones included) of one repo per logger value, the
-tensorboard one minimal, runs under the ``generated_suite`` marker (``make test-generated``; the
-template's CI, ``.ci/run``, runs the tensorboard/minimal one). Subprocesses see a stub
+examples, engine_source, GitHub Actions, git) and short and maximal-length package names. Each
+generated repo is checked cheaply: files, names, leftover template markers or ``project`` references,
+wording that contradicts its options, links that resolve, no empty folders, a parsing
+``pyproject.toml``, ruff, ``--help`` and one short fit. The complete suite (ruff, mypy, every test,
+slow ones included) of one repo per logger value, the tensorboard one minimal, runs under the
+``generated_suite`` marker (``make test-generated``; the template's CI, ``.ci/run``, runs the
+tensorboard/minimal one). The slow tests install generated repos into new environments: against the
+engine's wheel, and against a newer engine built from a changed copy. Subprocesses see a stub
 ``project`` package that raises on import, so a leftover reference to the template's package cannot
 pass by importing the installed template.
 
@@ -15,6 +17,7 @@ pass by importing the installed template.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -42,6 +45,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "github_actions": True,
         "init_git": True,
         "examples": "full",
+        "engine_source": "template",
     },
     "tensorboard-minimal-apache-nogha": {
         "project_name": "Board Games",
@@ -51,6 +55,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "github_actions": False,
         "init_git": False,
         "examples": "minimal",
+        "engine_source": "template",
     },
     "wandb-full-bsd-longname-git": {
         "project_name": "Long Name",
@@ -61,6 +66,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "github_actions": True,
         "init_git": True,
         "examples": "full",
+        "engine_source": "copy",
     },
     "csv-minimal-none-shortname": {
         "project_name": "CV",
@@ -71,6 +77,7 @@ COMBINATIONS: dict[str, dict[str, Any]] = {
         "github_actions": False,
         "init_git": False,
         "examples": "minimal",
+        "engine_source": "index",
     },
 }
 #: Logger class names expected in ``fit --print_config`` (first the default logger).
@@ -105,14 +112,16 @@ def bake(output_dir: Path, **answers: Any) -> Path:
 
 
 def subprocess_env(repo: Path, tmp: Path) -> dict[str, str]:
-    """Environment whose ``PYTHONPATH`` is the generated repo, then a stub ``project`` that raises."""
+    """Environment whose ``PYTHONPATH`` is the generated repo (its copied engine first, where it has
+    one), then a stub ``project`` that raises."""
     stub = tmp / "stub"
     (stub / "project").mkdir(parents=True, exist_ok=True)
     (stub / "project" / "__init__.py").write_text(
         "raise ImportError('leftover reference to the template package `project`')\n"
     )
     env = {key: value for key, value in os.environ.items() if not key.endswith("_RUN_DIR")}
-    env.update(PYTHONPATH=os.pathsep.join([str(repo), str(stub)]), WANDB_MODE="offline", PYTHONUNBUFFERED="1")
+    paths = [*([str(repo / "engine" / "src")] if (repo / "engine").is_dir() else []), str(repo), str(stub)]
+    env.update(PYTHONPATH=os.pathsep.join(paths), WANDB_MODE="offline", PYTHONUNBUFFERED="1")
     return env
 
 
@@ -151,7 +160,9 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
         repo / "requirements" / "lowest.txt"
     ).is_file()
 
-    files = [p for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts]
+    files = [
+        p for p in repo.rglob("*") if p.is_file() and not {".git", "engine"} & set(p.relative_to(repo).parts)
+    ]
     for path in files:
         text = path.read_text(encoding="utf-8")
         if path.parent.name == "workflows":
@@ -161,13 +172,31 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
 
     pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == repo.name
-    assert pyproject["project"]["scripts"] == {package: f"{package}.engine.cli:main"}
+    assert pyproject["project"]["scripts"] == {package: f"{package}.__main__:main"}
     assert pyproject["project"]["requires-python"] == f">={answers['python_version']}"
     full = answers["examples"] == "full"
     assert pyproject["tool"]["mypy"]["files"] == [package, *(["benchmarks"] if full else [])]
-    assert pyproject["tool"]["setuptools"]["package-data"] == {
-        package: ["configs/*.yaml", "engine/*.yaml", "engine/README.md"]
+    assert pyproject["tool"]["setuptools"]["package-data"] == {package: ["configs/*.yaml"]}
+    # the engine: a dependency by version, from where requirements/engine.txt says (or copied in)
+    dependencies = pyproject["project"]["dependencies"]
+    assert dependencies[0] == f"runwright{'[sweep,plots,export]' if full else ''}~=0.1"
+    assert any(d.startswith("wandb") for d in dependencies) == (answers["logger"] == "wandb")
+    assert any(d.startswith("tensorboard") for d in dependencies) == (answers["logger"] == "tensorboard")
+    assert not (repo / package / "engine").exists() and not (repo / ".template_engine").exists()
+    assert (repo / "engine").is_dir() == (answers["engine_source"] == "copy")
+    source = [
+        line for line in (repo / "requirements" / "engine.txt").read_text().splitlines() if line[:1] != "#"
+    ]
+    expected = {
+        "template": [f"runwright @ {(REPO_ROOT / 'engine').as_uri()}"],
+        "index": [],
+        "copy": ["-e ./engine[test]"],
     }
+    assert source == expected[answers["engine_source"]]
+    if answers["engine_source"] == "copy":  # the engine's own distribution, not renamed
+        assert (repo / "engine" / "src" / "runwright" / "cli.py").is_file()
+        assert (repo / "engine" / "tests" / "fixture_task" / "__init__.py").is_file()
+        assert not list((repo / "engine").rglob("*.egg-info"))
     for relative in post_gen.FULL_EXAMPLES_ONLY:
         assert (repo / relative.replace("project/", f"{package}/")).exists() == full, relative
     logger_yaml = (repo / package / "configs" / "logger.yaml").read_text()
@@ -248,8 +277,12 @@ def contradictions(repo: Path, answers: dict[str, Any]) -> list[str]:
         relative = path.relative_to(repo).as_posix()
         if relative == "LICENSE":
             continue
-        # (benchmarks/*.py name the project's own fit path "template" as a run label)
-        checks = patterns if relative.startswith("benchmarks/") else [ABOUT_THE_TEMPLATE, *patterns]
+        # (benchmarks/*.py name the project's own fit path "template" as a run label; a copied engine is
+        # the engine's distribution as released, with its own license: only template markers count there)
+        if relative.startswith("engine/"):
+            checks = [MARKERS]
+        else:
+            checks = patterns if relative.startswith("benchmarks/") else [ABOUT_THE_TEMPLATE, *patterns]
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             hits = [p for p in checks if re.search(p, line)]
             hits += [name for name in minimal if name.lower() in line.lower()]
@@ -279,6 +312,56 @@ def test_the_wording_check_finds_what_it_looks_for(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in contradictions(tmp_path, answers)] == ["1"]
 
 
+#: A Markdown link target (inline links; images too), without its title.
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_every_relative_link_in_a_generated_markdown_file_resolves(name: str, baked: dict[str, Path]) -> None:
+    repo = baked[name]
+    broken = []
+    for path in sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts):
+        for target in LINK.findall(path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z][a-z+.-]*:", target) or target.startswith("#"):
+                continue  # an absolute address, or a section of the same file
+            file = (path.parent / target.split("#", 1)[0]).resolve()
+            if not file.exists():
+                broken.append(f"{path.relative_to(repo)}: {target}")
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_a_generated_repo_has_no_empty_folder_and_no_example_tags_in_its_presets(
+    name: str, baked: dict[str, Path]
+) -> None:
+    repo = baked[name]
+    empty = [p for p in repo.rglob("*") if p.is_dir() and ".git" not in p.parts and not any(p.iterdir())]
+    assert not empty, empty
+    for preset in (repo / "configs" / "logger").glob("*.yaml"):
+        logger = yaml.safe_load(preset.read_text())["trainer"]["logger"]
+        assert not (logger.get("dict_kwargs") or {}).get("tags"), preset
+
+
+def test_a_generated_repo_links_the_engine_s_manual_where_it_comes_from(baked: dict[str, Path]) -> None:
+    """The README's links into the engine point at the template's folder (generated from it here), a
+    package index's page, or the repo's own ``engine/``; the README says in one line where it comes from."""
+    expected = {
+        "template": f"{(REPO_ROOT / 'engine').as_uri()}/README.md",
+        "index": "https://pypi.org/project/runwright/",
+        "copy": "engine/README.md",
+    }
+    for name, answers in COMBINATIONS.items():
+        readme = (baked[name] / "README.md").read_text()
+        assert f"[the engine's\nREADME]({expected[answers['engine_source']]})" in readme, name
+        where = re.search(
+            r"- \*\*Where the engine comes from:\*\* (.*?), as\s+`requirements/engine.txt` says", readme, re.S
+        )
+        said = post_gen.engine_source(
+            {**answers, "_template": str(REPO_ROOT), "_repo_dir": str(REPO_ROOT)}
+        ).where
+        assert where and where[1] == said, name
+
+
 #: The combination whose lint-start-fit check is in the fast suite (``make test``); the others are
 #: marked slow (``make test-all``, CI), which keeps ``make test`` within 5 minutes on 2 cores.
 FAST_COMBINATION = "wandb-full-bsd-longname-git"
@@ -301,9 +384,10 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     workdir.mkdir()
     env["WANDB_MODE"] = "disabled"
     script = (  # (one interpreter for both: each start-up imports torch and Lightning)
-        f"from {package}.engine.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit as exit:\n    assert exit.code == 0, exit.code\n"
-        f"print('=== fit ===')\nmain(['fit', *{FAST!r}])\n"
+        "from runwright.cli import main\n"
+        f"try:\n    main(['--help'], package={package!r})\nexcept SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        f"print('=== fit ===')\nmain(['fit', *{FAST!r}], package={package!r})\n"
     )
     help_text = run([sys.executable, "-c", script], cwd=workdir, env=env).split("=== fit ===")[0]
     assert f"python -m {package}" in help_text and "fit" in help_text
@@ -337,6 +421,37 @@ def test_generated_repo_passes_its_complete_suite(name: str, baked: dict[str, Pa
         cwd=repo,
         env=env,
         timeout=3600,
+    )
+    assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-2000:]
+
+
+@pytest.mark.slow
+def test_a_repo_with_the_engine_copied_in_checks_and_tests_that_copy(
+    baked: dict[str, Path], tmp_path: Path
+) -> None:
+    """``engine_source=copy``: the repo's ``engine/`` is the engine that runs (not the template's), its
+    strict mypy passes, and its own tests run from there (a representative part: the CLI, a plain
+    LightningModule)."""
+    name = next(n for n, answers in COMBINATIONS.items() if answers["engine_source"] == "copy")
+    repo = baked[name]
+    env = subprocess_env(repo, tmp_path)
+    used = run([sys.executable, "-c", "import runwright; print(runwright.__file__)"], cwd=tmp_path, env=env)
+    assert Path(used.strip()).is_relative_to(repo / "engine")
+    run([sys.executable, "-m", "mypy", "--no-incremental"], cwd=repo / "engine", env=env, timeout=900)
+    output = run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_cli.py",
+            "tests/test_plain_module.py",
+        ],
+        cwd=repo / "engine",
+        env=env,
+        timeout=1800,
     )
     assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-2000:]
 
@@ -393,17 +508,21 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
         extra_context={**COMMON, "project_name": "Acme Vision", "logger": "tensorboard", "init_git": True},
         no_input=True,
     )
-    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (repo / ".cruft.json").is_file()
+    assert (repo / "acme_vision" / "__main__.py").is_file() and (repo / ".cruft.json").is_file()
+    commit = json.loads((repo / ".cruft.json").read_text())["commit"]
+    engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
+    assert engine == f"runwright @ git+{template.resolve().as_uri()}@{commit}#subdirectory=engine"
     assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
     _git(repo, "init", "--quiet")
     _git(repo, "add", "--all")
     _git(repo, "commit", "--quiet", "-m", "generated")
 
-    runs = template / "project" / "engine" / "runs.py"
-    runs.write_text(runs.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.engine.runs"\n')
+    models = template / "project" / "models" / "__init__.py"
+    models.write_text(models.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.models.classifier"\n')
     _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
-    assert 'UPSTREAM = "acme_vision.engine.runs"' in (repo / "acme_vision" / "engine" / "runs.py").read_text()
+    updated = (repo / "acme_vision" / "models" / "__init__.py").read_text()
+    assert 'UPSTREAM = "acme_vision.models.classifier"' in updated
 
 
 def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
@@ -424,102 +543,104 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
             config_file=str(config),
         )
     )
-    assert (repo / "acme_vision" / "engine" / "cli.py").is_file() and (
-        repo / "acme_vision" / "configs"
-    ).is_dir()
+    assert (repo / "acme_vision" / "__main__.py").is_file() and (repo / "acme_vision" / "configs").is_dir()
     assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
+    assert not (repo / "engine").exists() and not (repo / ".template_engine").exists()
     assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
+    commit = _git(template, "rev-parse", "HEAD").strip()
+    engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
+    assert engine == f"runwright @ git+file://{template}@{commit}#subdirectory=engine"
+    # pip installs the engine from that line (a clone of the URL at the commit, offline)
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    run([*pip, "--target", str(target), engine], cwd=repo, env=dict(os.environ), timeout=600)
+    assert (target / "runwright" / "cli.py").is_file()
 
 
 #: A task written as Lightning's docs write one (no class of the template), for a repo whose example
 #: was deleted: ``<package>/models/lit_model.py`` and ``<package>/data/random_data.py``.
 OWN_MODEL = '''"""My model: a LightningModule as Lightning's docs write one."""
 
-from typing import Any
-
+import lightning as L
 import torch
-from lightning.pytorch import LightningModule
-from torch import Tensor, nn
+from torch import nn
+from torch.nn import functional as F
 
 
-class LitModel(LightningModule):
+class LitModel(L.LightningModule):
     """An MLP classifier of 16 features into 3 classes."""
 
-    def __init__(self, hidden: int = 32, lr: float = 0.01) -> None:
+    def __init__(self, hidden: int = 32, lr: float = 0.01):
         super().__init__()
         self.save_hyperparameters()
         self.net = nn.Sequential(nn.Linear(16, hidden), nn.ReLU(), nn.Linear(hidden, 3))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x):
         return self.net(x)
 
-    def training_step(self, batch: Any, batch_idx: int) -> Tensor:
+    def training_step(self, batch, batch_idx):
         x, y = batch
-        loss = nn.functional.cross_entropy(self(x), y)
+        loss = F.cross_entropy(self(x), y)
         self.log("train_loss", loss)
         return loss
 
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
+    def validation_step(self, batch, batch_idx):
         x, y = batch
         logits = self(x)
-        self.log("val_loss", nn.functional.cross_entropy(logits, y))
+        self.log("val_loss", F.cross_entropy(logits, y))
         self.log("val_acc", (logits.argmax(dim=1) == y).float().mean())
 
-    def test_step(self, batch: Any, batch_idx: int) -> None:
+    def test_step(self, batch, batch_idx):
         x, y = batch
         self.log("test_acc", (self(x).argmax(dim=1) == y).float().mean())
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Tensor:
+    def predict_step(self, batch, batch_idx):
         return self(batch[0]).softmax(dim=1)
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.Adam(self.parameters(), lr=self.hparams["lr"])  # (mypy: hparams is a mapping)
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
 '''
 OWN_DATA = '''"""My data: a LightningDataModule as Lightning's docs write one."""
 
-from typing import Any
-
+import lightning as L
 import torch
-from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, random_split
 
 
-class RandomData(LightningDataModule):
+class RandomData(L.LightningDataModule):
     """Random features whose class is the arg-max of their first three."""
 
-    def __init__(self, batch_size: int = 32) -> None:
+    def __init__(self, batch_size: int = 32):
         super().__init__()
         self.batch_size = batch_size
 
-    def setup(self, stage: str) -> None:
+    def setup(self, stage):
         x = torch.randn(400, 16, generator=torch.Generator().manual_seed(0))
         data = TensorDataset(x, x[:, :3].argmax(dim=1))
-        self.train, self.val, self.test = torch.utils.data.random_split(
-            data, [300, 50, 50], generator=torch.Generator().manual_seed(0)
-        )
+        self.train, self.val, self.test = random_split(data, [300, 50, 50], torch.Generator().manual_seed(0))
 
-    def train_dataloader(self) -> DataLoader[Any]:
+    def train_dataloader(self):
         return DataLoader(self.train, batch_size=self.batch_size, shuffle=True)
 
-    def val_dataloader(self) -> DataLoader[Any]:
+    def val_dataloader(self):
         return DataLoader(self.val, batch_size=self.batch_size)
 
-    def test_dataloader(self) -> DataLoader[Any]:
+    def test_dataloader(self):
         return DataLoader(self.test, batch_size=self.batch_size)
 
-    def predict_dataloader(self) -> DataLoader[Any]:
+    def predict_dataloader(self):
         return DataLoader(self.test, batch_size=self.batch_size)
 '''
 OWN_TEST = '''"""My task trains."""
 
 from pathlib import Path
 
-from {package}.engine.cli import ProjectCLI
+from runwright.cli import ProjectCLI
 
 
 def test_my_task_fits(tmp_path: Path) -> None:
     args = ["fit", "--trainer.max_epochs=1", f"--logs_dir={{tmp_path}}", "--trainer.logger=false"]
-    cli = ProjectCLI(args=args)
+    cli = ProjectCLI(args=args, package="{package}")
     assert cli.trainer.state.finished and (cli.run_dir / "checkpoints" / "best.ckpt").is_file()
 '''
 
@@ -532,7 +653,8 @@ def replace_the_example(repo: Path, package: str) -> None:
     example += [f"tests/{name}.py" for name in ("test_models", "test_data", "test_extending")]
     for relative in [*example, "configs/model", "configs/data", "configs/experiment", "configs/sweep"]:
         path = repo / relative
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        if path.exists():
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     for test in repo.glob("tests/test_example*.py"):
         test.unlink()
     (repo / package / "models" / "lit_model.py").write_text(OWN_MODEL)
@@ -588,38 +710,65 @@ def test_a_repo_whose_example_is_replaced_by_a_plain_lightning_task_stays_green(
     assert re.search(r"\b\d+ passed\b", output) and " failed" not in output, output[-3000:]
 
 
-@pytest.mark.slow
-def test_an_installed_repo_runs_from_an_empty_folder_under_its_own_name(tmp_path: Path) -> None:
-    """``acme_vision`` installed non-editable (a wheel) into a new venv, which sees the dependencies of
-    this environment but not the template's package: from an empty folder its ``--help`` names it, a
-    one-epoch fit writes the TensorBoard file, and ``export`` works; nothing it prints or writes says
-    ``project`` where the new name belongs."""
-    answers = {
-        "package_name": "acme_vision",
-        "logger": "tensorboard",
-        "examples": "minimal",
-        "init_git": False,
-    }
-    (tmp_path / "bake").mkdir()
-    repo = bake(tmp_path / "bake", project_name="Acme Vision", **answers)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+def build_wheel(engine: Path, wheels: Path) -> Path:
+    """Build the wheel of the engine distribution in ``engine`` (copied first: a build writes next to its
+    sources) into ``wheels``; returns it."""
+    source = wheels.parent / f"{wheels.name}-source"
+    shutil.copytree(
+        engine, source, ignore=shutil.ignore_patterns("*.egg-info", "build", "__pycache__", "logs")
+    )
+    pip = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    run([*pip, "--wheel-dir", str(wheels), str(source)], cwd=wheels.parent, env=dict(os.environ), timeout=600)
+    (wheel,) = wheels.glob("runwright-*.whl")
+    return wheel
+
+
+def fresh_venv(folder: Path) -> tuple[str, dict[str, str]]:
+    """A new venv that sees this environment's dependencies (torch, Lightning, pip, pytest, ...) but
+    neither the template's project nor its engine (their files or their metadata: pip would take that
+    for an installed engine); returns its python and an environment for it."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
     site_packages = next(Path(p) for p in sys.path if p.endswith("site-packages") and Path(p).is_dir())
-    (next(venv.glob("lib/python*/site-packages")) / "dependencies.pth").write_text(f"{site_packages}\n")
-    python = str(venv / "bin" / "python")
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("PYTHONPATH",) and not key.endswith("_RUN_DIR")
-    }
+    dependencies = folder / "dependencies"
+    dependencies.mkdir()
+    ours = re.compile(r"(__editable__[._-]*)?(runwright|project)([-_.].*)?$", re.I)
+    for entry in site_packages.iterdir():
+        if not ours.match(entry.name):
+            (dependencies / entry.name).symlink_to(entry)
+    (next(folder.glob("lib/python*/site-packages")) / "dependencies.pth").write_text(f"{dependencies}\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.endswith("_RUN_DIR")}
     env.update(WANDB_MODE="disabled", PYTHONUNBUFFERED="1")
-    pip = [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--quiet", str(repo)]
-    run(pip, cwd=tmp_path, env=env, timeout=600)
+    return str(folder / "bin" / "python"), env
+
+
+def install(python: str, env: dict[str, str], *requirements: str, wheels: Path) -> None:
+    """``pip install`` ``requirements`` into ``python``'s venv from ``wheels`` alone (no index: the
+    dependencies come from this environment)."""
+    pip = [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+    run([*pip, "--find-links", str(wheels), *requirements], cwd=wheels.parent, env=env, timeout=600)
+
+
+@pytest.mark.slow
+def test_a_repo_installs_against_the_engines_wheel_and_runs_under_its_own_name(tmp_path: Path) -> None:
+    """The engine's wheel, served from a folder as an index would serve it (``engine_source=index``), and
+    ``acme_vision`` installed non-editable into a new venv: from an empty folder its ``--help`` names it,
+    a one-epoch fit writes the TensorBoard file, ``export`` works, the repo's own fast tests pass, and
+    nothing it prints or writes says ``project`` where the new name belongs."""
+    wheels = tmp_path / "wheels"
+    build_wheel(REPO_ROOT / "engine", wheels)
+    answers = {"logger": "tensorboard", "examples": "minimal", "engine_source": "index", "init_git": False}
+    (tmp_path / "bake").mkdir()
+    repo = bake(tmp_path / "bake", project_name="Acme Vision", package_name="acme_vision", **answers)
+    python, env = fresh_venv(tmp_path / "venv")
+    install(python, env, "runwright~=0.1", str(repo), wheels=wheels)
     workdir = tmp_path / "empty"
     workdir.mkdir()
-    assert "project" not in run(
-        [python, "-c", "import sys; print(sorted(sys.modules))"], cwd=workdir, env=env
-    ).split("'")
+    imported = run(
+        [python, "-c", "import acme_vision, runwright, sys; print(runwright.__file__, sorted(sys.modules))"],
+        cwd=workdir,
+        env=env,
+    )
+    assert str(tmp_path / "venv") in imported.split()[0] and "'project'" not in imported
     help_text = run([python, "-m", "acme_vision", "--help"], cwd=workdir, env=env)
     assert help_text.startswith("usage: python -m acme_vision ")
     one_epoch = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2"]
@@ -632,6 +781,103 @@ def test_an_installed_repo_runs_from_an_empty_folder_under_its_own_name(tmp_path
     written = "\n".join(p.read_text() for p in (workdir / "logs").rglob("*.yaml"))
     for text in (help_text, fit, exported, written):
         assert not re.search(r"-m project\b|\bproject\.(engine|models|data)\b", text), text[:2000]
+    tests = run(
+        [python, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
+        cwd=repo,
+        env=env,
+        timeout=1800,
+    )
+    assert re.search(r"\b\d+ passed\b", tests) and " failed" not in tests, tests[-2000:]
+
+
+#: The change a newer engine (N+1) makes in the upgrade test: ``--init_from`` renamed ``--init_weights``,
+#: the old name kept for this minor version (``runwright.deprecations``).
+RENAMED_IN_NEXT = (
+    'RENAMED: dict[str, Renamed] = {"init_from": Renamed("init_weights", "0.2", "0.3", str | None)}'
+)
+
+
+def next_engine(folder: Path) -> Path:
+    """A copy of the engine as its next minor version (0.2.0) would be: ``--init_from`` renamed."""
+    engine = folder / "engine"
+    shutil.copytree(
+        REPO_ROOT / "engine",
+        engine,
+        ignore=shutil.ignore_patterns("*.egg-info", "build", "__pycache__", "logs"),
+    )
+    source = engine / "src" / "runwright"
+    init = source / "__init__.py"
+    init.write_text(re.sub(r'__version__ = ".*"', '__version__ = "0.2.0"', init.read_text()))
+    for path in source.rglob("*.py"):
+        if path.name != "deprecations.py":
+            path.write_text(path.read_text().replace("init_from", "init_weights"))
+    deprecations = source / "deprecations.py"
+    text = deprecations.read_text()
+    assert "RENAMED: dict[str, Renamed] = {}" in text
+    deprecations.write_text(text.replace("RENAMED: dict[str, Renamed] = {}", RENAMED_IN_NEXT))
+    return engine
+
+
+@pytest.mark.slow
+def test_an_upgrade_is_a_version_bump_and_a_renamed_option_keeps_working(tmp_path: Path) -> None:
+    """A repo generated on engine 0.1 (``runwright~=0.1``) installs 0.2, built from a copy that renames
+    ``--init_from``: its tests still pass, the old spelling works with one warning line naming the new
+    one, and a repo that requires a newer engine than the installed one says so in one line before any
+    run folder is written."""
+    wheels, next_wheels = tmp_path / "wheels", tmp_path / "next_wheels"
+    build_wheel(REPO_ROOT / "engine", wheels)
+    build_wheel(next_engine(tmp_path / "next"), next_wheels)
+    answers = {"logger": "csv", "examples": "minimal", "engine_source": "index", "init_git": False}
+    (tmp_path / "bake").mkdir()
+    repo = bake(tmp_path / "bake", project_name="Acme Vision", package_name="acme_vision", **answers)
+    python, env = fresh_venv(tmp_path / "venv")
+    install(python, env, "runwright~=0.1", str(repo), wheels=wheels)
+    # a repo that needs 0.2 on engine 0.1: one line, exit 2, nothing written
+    newer = tmp_path / "newer"
+    shutil.copytree(repo, newer)
+    pyproject = newer / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('"runwright~=0.1"', '"runwright~=0.2"'))
+    install(python, env, "--force-reinstall", str(newer), wheels=wheels)
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    refused = subprocess.run(
+        [python, "-m", "acme_vision", "fit"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "error: acme_vision needs runwright~=0.2 (its pyproject.toml), but runwright 0.1.0 is installed: "
+        "pip install -r requirements/engine.txt -e . (or pip install -U 'runwright~=0.2')"
+    ]
+    assert not (workdir / "logs").exists()
+    # the upgrade: 0.2 from its wheel, the repo as generated
+    install(python, env, "--force-reinstall", str(repo), wheels=wheels)
+    install(python, env, "--upgrade", "runwright~=0.1", wheels=next_wheels)
+    version = run([python, "-c", "import runwright; print(runwright.__version__)"], cwd=workdir, env=env)
+    assert version.strip() == "0.2.0"
+    tests = run(
+        [python, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
+        cwd=repo,
+        env=env,
+        timeout=1800,
+    )
+    assert re.search(r"\b\d+ passed\b", tests) and " failed" not in tests, tests[-2000:]
+    fast = [*FAST, "--trainer.logger=false"]
+    run([python, "-m", "acme_vision", "fit", *fast, "--run_name=first"], cwd=workdir, env=env)
+    old = subprocess.run(
+        [python, "-m", "acme_vision", "fit", *fast, "--init_from=last", "--run_name=second"],
+        cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert old.returncode == 0, old.stderr
+    warning = "warning: `--init_from` is deprecated since runwright 0.2 and goes in 0.3: use `--init_weights`"
+    assert [line for line in old.stderr.splitlines() if "deprecated" in line] == [warning]
+    saved = yaml.safe_load((workdir / "logs" / "second" / "config.yaml").read_text())
+    assert saved["init_weights"] == str((workdir / "logs" / "first" / "checkpoints" / "last.ckpt").resolve())
+    assert "init_from" not in saved
 
 
 def test_rendering_over_an_existing_repo_is_refused_before_anything_is_written(

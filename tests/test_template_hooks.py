@@ -48,6 +48,7 @@ GOOD_ANSWERS: dict[str, Any] = {
     "license": "Apache-2.0",
     "logger": "tensorboard",
     "examples": "full",
+    "engine_source": "index",
     "github_actions": True,
     "init_git": False,
 }
@@ -99,7 +100,7 @@ def test_every_dependency_is_protected_from_shadowing() -> None:
         name = re.match(r"[A-Za-z0-9_.\-]+", requirement)
         assert name is not None, requirement
         distribution = name.group(0).lower()
-        if distribution == project["name"]:  # the dev extra includes this package's own extras
+        if distribution in (project["name"], "runwright"):  # this package, the engine (its own name)
             continue
         if distribution.startswith("types-"):
             continue  # stub-only packages have no import name of their own
@@ -151,12 +152,15 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert project["authors"] == [{"name": "Ada Lovelace", "email": "ada@example.com"}]
     assert project["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
     assert project["requires-python"] == ">=3.11"
-    assert project["scripts"] == {"acme_vision": "acme_vision.engine.cli:main"}
-    assert not any(r.startswith(("cookiecutter", "cruft")) for r in project["optional-dependencies"]["dev"])
+    assert project["scripts"] == {"acme_vision": "acme_vision.__main__:main"}
+    dev = project["optional-dependencies"]["dev"]
+    assert not any(r.startswith(("cookiecutter", "cruft", "build", "twine")) for r in dev)
+    assert "# template-only" not in post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
+    assert project["dependencies"][0] == "runwright[sweep,plots,export]~=0.1"
+    assert "tensorboard>=2.14" in project["dependencies"]  # the chosen default logger
+    assert not any(r.startswith("wandb") for r in project["dependencies"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
-    assert config["tool"]["setuptools"]["package-data"] == {
-        "acme_vision": ["configs/*.yaml", "engine/*.yaml", "engine/README.md"]
-    }
+    assert config["tool"]["setuptools"]["package-data"] == {"acme_vision": ["configs/*.yaml"]}
     assert config["tool"]["mypy"]["files"] == ["acme_vision", "benchmarks"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
     assert config["tool"]["ruff"]["target-version"] == "py311"
@@ -164,11 +168,14 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert "license" not in unlicensed["project"]
     minimal = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "examples": "minimal"}))
     assert minimal["tool"]["mypy"]["files"] == ["acme_vision"]
+    assert minimal["project"]["dependencies"][0] == "runwright~=0.1"  # none of the engine's extras
+    csv = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "logger": "csv"}))
+    assert not any(r.startswith(("wandb", "tensorboard")) for r in csv["project"]["dependencies"])
 
 
 def test_a_rule_that_no_longer_matches_is_an_error() -> None:
-    text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.engine.cli:main"', "")
-    with pytest.raises(post_gen.TemplateDriftError, match="cli:main"):
+    text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.__main__:main"', "")
+    with pytest.raises(post_gen.TemplateDriftError, match="__main__:main"):
         post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
 
 
@@ -271,9 +278,10 @@ def test_markdown_blocks_follow_the_answers(answers: dict[str, str], shown: list
 def test_readme_loses_the_template_sections_and_follows_the_answers() -> None:
     readme = post_gen.render_markdown((REPO_ROOT / "README.md").read_text(), GOOD_ANSWERS)
     assert "template-only" not in readme and "## Start a new project" not in readme
-    assert "### Template updates" in readme and "cruft link" in readme  # (hidden in the template's own)
+    assert "**Where the engine comes from:**" in readme and "engine_source" not in readme
+    assert "**TensorBoard by default" not in readme and "The default logger is TensorBoard" in readme
     assert "GitHub Actions (`.github/workflows/ci.yml`)" in readme and "<!-- if" not in readme
-    assert "**TensorBoard by default.**" in readme and "**W&B, offline by default.**" not in readme
+    assert "The default logger is W&B" not in readme
     without_ci = post_gen.render_markdown(
         (REPO_ROOT / "README.md").read_text(), {**GOOD_ANSWERS, "github_actions": False}
     )
@@ -336,7 +344,8 @@ def test_template_folder_links_every_tracked_top_level_path() -> None:
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("needs a git checkout of the template")
     top_level = {path.split("/", 1)[0] for path in tracked} - TEMPLATE_ONLY_TOP_LEVEL
-    staged = {post_gen.STAGED_NAMES.get(p.name, p.name) for p in TEMPLATE_DIR.iterdir()}
+    names = {**post_gen.STAGED_NAMES, post_gen.ENGINE_DIR: post_gen.ENGINE_FOLDER}
+    staged = {names.get(p.name, p.name) for p in TEMPLATE_DIR.iterdir()}
     assert top_level <= staged, f"link these from {TEMPLATE_DIR.name}/: {sorted(top_level - staged)}"
     for link in [*TEMPLATE_DIR.iterdir(), *TEMPLATE_DIR.rglob("*.yml")]:
         if link.is_symlink():
@@ -360,3 +369,75 @@ def test_hooks_render_to_themselves_apart_from_the_context() -> None:
             'sys.exit(main(json.loads(r"""{{ cookiecutter | tojson }}""")))',
         ]
         assert json.loads(re.search(r'r"""(.*)"""', changed[-1][1]).group(1)) == GOOD_ANSWERS  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("answers", "line", "docs"),
+    [
+        ({"engine_source": "index"}, "", "https://pypi.org/project/runwright/"),
+        ({"engine_source": "copy"}, "-e ./engine[test]", None),
+        (
+            {"_template": "gh:acme/template", "_commit": "0123456789abcdef"},
+            "runwright @ git+https://github.com/acme/template.git@0123456789abcdef#subdirectory=engine",
+            "https://github.com/acme/template/blob/0123456789abcdef/engine/",
+        ),
+        (
+            {"_template": "git@gitlab.com:acme/template.git", "_commit": "abc"},
+            "runwright @ git+ssh://git@gitlab.com/acme/template.git@abc#subdirectory=engine",
+            "https://gitlab.com/acme/template/blob/abc/engine/",
+        ),
+        (
+            {"_template": "/srv/template", "_repo_dir": "/srv/template"},
+            "runwright @ file:///srv/template/engine",
+            "file:///srv/template/engine/",
+        ),
+        (  # cruft from a local clone: its commit
+            {"_template": "/srv/template", "_commit": "abc"},
+            "runwright @ git+file:///srv/template@abc#subdirectory=engine",
+            "file:///srv/template/engine/",
+        ),
+    ],
+)
+def test_the_engine_source_follows_the_answer_and_where_the_template_came_from(
+    answers: dict[str, str], line: str, docs: str | None
+) -> None:
+    source = post_gen.engine_source({"engine_source": "template", **answers})
+    assert (source.line, source.docs) == (line, docs) and source.where
+
+
+def test_the_engine_source_of_a_cloned_template_is_the_clone_s_commit(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    git = ["git", "-C", str(clone), "-c", "user.name=T", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    answers = {"engine_source": "template", "_template": "https://example.com/t.git", "_repo_dir": str(clone)}
+    source = post_gen.engine_source(answers)
+    assert source.line == f"runwright @ git+https://example.com/t.git@{commit}#subdirectory=engine"
+    assert source.docs == f"https://example.com/t/blob/{commit}/engine/" and commit[:12] in source.where
+
+
+def test_links_into_the_engine_follow_the_engine_source() -> None:
+    text = "See [the manual](engine/README.md#run-folders), [it](../engine/CHANGELOG.md), [x](docs/x.md)."
+    web = "https://github.com/a/t/blob/abc/engine/"
+    assert post_gen.link_engine_docs(text, web) == (
+        f"See [the manual]({web}README.md#run-folders), [it]({web}CHANGELOG.md), [x](docs/x.md)."
+    )
+    pypi = "https://pypi.org/project/runwright/"
+    assert post_gen.link_engine_docs(text, pypi) == f"See [the manual]({pypi}), [it]({pypi}), [x](docs/x.md)."
+    assert post_gen.link_engine_docs(text, None) == text  # the engine copied in: relative links resolve
+
+
+@pytest.mark.parametrize(
+    ("logger", "pin"), [("wandb", "wandb==0.17.0"), ("tensorboard", "tensorboard==2.14.0")]
+)
+def test_lowest_pins_the_chosen_logger_and_the_engine_only_where_it_is_copied(logger: str, pin: str) -> None:
+    text = (REPO_ROOT / "requirements" / "lowest.txt").read_text()
+    answers = {**GOOD_ANSWERS, "logger": logger}
+    indexed = post_gen.rewrite_lowest(text, {**answers, "engine_source": "index"})
+    assert pin in indexed.splitlines() and "torch==2.6.0" not in indexed
+    copied = post_gen.rewrite_lowest(text, {**answers, "engine_source": "copy"})
+    assert "torch==2.6.0" in copied and pin in copied
+    csv = post_gen.rewrite_lowest(text, {**answers, "logger": "csv", "engine_source": "index"})
+    assert not any(line.startswith(("wandb", "tensorboard")) for line in csv.splitlines())

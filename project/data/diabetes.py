@@ -7,10 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from torch import Tensor
-from torch.utils.data import TensorDataset
-
-from ..engine import (
+from runwright import (
     BaseDataModule,
     DataError,
     InputTensors,
@@ -19,7 +16,9 @@ from ..engine import (
     check_fractions,
     seeded_split,
 )
-from ..engine.inputs import input_files
+from runwright.inputs import input_files
+from torch import Tensor
+from torch.utils.data import TensorDataset
 
 
 class DiabetesDataModule(BaseDataModule):

@@ -5,10 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from torch.utils.data import TensorDataset
-from torchvision.transforms import InterpolationMode, v2
-
-from ..engine import (
+from runwright import (
     BaseDataModule,
     PredictInputs,
     Transformed,
@@ -17,6 +14,8 @@ from ..engine import (
     read_image_files,
     seeded_split,
 )
+from torch.utils.data import TensorDataset
+from torchvision.transforms import InterpolationMode, v2
 
 
 class DigitsDataModule(BaseDataModule):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import torch
+from runwright import BaseDataModule
 from torch.utils.data import TensorDataset
-
-from ..engine import BaseDataModule
 
 
 class SyntheticDataModule(BaseDataModule):

@@ -7,10 +7,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
+from runwright import BaseDataModule, DataError, PredictInputs, read_image_files, seeded_split
 from torch.utils.data import Dataset, Subset
 from torchvision.transforms import v2
-
-from ..engine import BaseDataModule, DataError, PredictInputs, read_image_files, seeded_split
 
 
 class TorchvisionDataModule(BaseDataModule):

@@ -7,12 +7,12 @@ from typing import Any, Literal
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from runwright import BaseModule
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from ..engine import BaseModule
 from .backbones import SimpleCNN
 
 #: Label that the loss and the metrics skip (``torch.nn.functional.cross_entropy``'s default).

@@ -7,10 +7,9 @@ from typing import Any, Literal
 
 import torch
 from lightning.pytorch.cli import LRSchedulerCallable, OptimizerCallable
+from runwright import BaseModule
 from torch import Tensor, nn
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
-
-from ..engine import BaseModule
 
 
 class TabularRegressor(BaseModule):
@@ -36,7 +35,7 @@ class TabularRegressor(BaseModule):
         hidden_sizes: Widths of the hidden layers.
         dropout: Dropout probability after each hidden layer.
         optimizer, lr_scheduler, lr_scheduler_interval, lr_scheduler_monitor: see
-            :class:`~project.engine.BaseModule`.
+            :class:`~runwright.BaseModule`.
 
     Shapes:
         ``forward``: features ``[B, F]`` float -> predictions ``[B]`` float (standardised scale).

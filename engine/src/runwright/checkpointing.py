@@ -1,0 +1,211 @@
+"""Checkpoint files: ``last.ckpt``'s callback, atomic writes, checks that run before a checkpoint is
+used, and loading another run's weights into a new run (``fit --init_from``)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.plugins import TorchCheckpointIO
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
+from torch import nn
+
+from .errors import CheckpointError, ConfigError
+from .provenance import warn_on_version_change
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
+    ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
+
+    After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
+    this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
+    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key is its own, so a
+    ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key with this class's name."""
+        return "BestCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""
+        current = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        if trainer.sanity_checking or current is None:
+            return
+        best, better = self.best_model_score, {"min": torch.lt, "max": torch.gt}[self.mode]
+        if best is None or better(current, best.to(current.device)):
+            best = current
+        pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
+    (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
+
+    Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
+    settings (e.g. one that keeps every epoch) can be added next to it.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key with this class's name."""
+        return "LastCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place.
+
+    A crash or a kill while a checkpoint is written leaves the previous ``last.ckpt`` (or best) intact
+    instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on one
+    filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
+    ) -> None:
+        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises)."""
+        if "://" in str(path) or storage_options is not None:
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        try:
+            torch.save(checkpoint, temporary)
+            os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[str, Any]:
+    """Load a checkpoint on the CPU, memory-mapped (cheap even for large files), with clear errors.
+
+    With ``weights_only`` true (or ``None``) only tensors and plain containers are unpickled, so a
+    file cannot run code (PRACTICES.md row 15); ``weights_only=False`` is the explicit trust flag.
+    Warns (once per file) when it was saved under another major.minor version of torch or Lightning.
+
+    Raises:
+        CheckpointError: the file does not exist, is truncated or corrupt, or needs arbitrary
+            unpickling while ``weights_only`` is not ``False``.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise CheckpointError(f"checkpoint {str(file)!r} does not exist")
+    safe = weights_only is not False
+    try:
+        checkpoint: dict[str, Any] = torch.load(file, map_location="cpu", weights_only=safe, mmap=True)
+    except pickle.UnpicklingError as error:
+        unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(file) if safe else []
+        if unsafe:
+            raise CheckpointError(
+                f"checkpoint {str(file)!r} holds Python objects ({', '.join(unsafe[:3])}) that only a full "
+                "unpickle can load, and unpickling can run arbitrary code. If you trust this file, pass "
+                "--weights_only=false."
+            ) from None
+        raise CheckpointError(f"checkpoint {str(file)!r} is corrupt: {error}") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as error:
+        raise CheckpointError(
+            f"checkpoint {str(file)!r} is not a readable PyTorch checkpoint (truncated or corrupt? "
+            f"{type(error).__name__}: {str(error).splitlines()[0]})"
+        ) from None
+    warn_on_version_change(checkpoint, file)  # saved under another torch/Lightning major.minor (issue 17)
+    return checkpoint
+
+
+def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Raise :class:`CheckpointError` naming ``path`` and the first key that does not fit ``model``.
+
+    Compares the checkpoint's ``state_dict`` with ``model.state_dict()``: missing keys, unexpected
+    keys, and the first tensor whose shape differs (with both shapes). For transfer learning from a
+    different model, load the weights yourself with ``strict=False`` (see README, "Checkpoints").
+    """
+    if "state_dict" not in checkpoint:
+        raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict': not a Lightning checkpoint")
+    saved = checkpoint["state_dict"]
+    expected = model.state_dict()
+    for key, tensor in expected.items():
+        if key in saved and tuple(saved[key].shape) != tuple(tensor.shape):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} does not fit this model: {key!r} has shape "
+                f"{tuple(saved[key].shape)} in the checkpoint but {tuple(tensor.shape)} in the model "
+                f"({type(model).__name__}). Use the config the checkpoint was trained with."
+            )
+    missing = [key for key in expected if key not in saved]
+    unexpected = [key for key in saved if key not in expected]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} does not fit this model ({type(model).__name__}): "
+            f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
+            f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
+
+
+def check_weight_averaging(trainer: Trainer, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Refuse a resume whose weight averaging (Lightning's ``WeightAveraging``, e.g. the EMA preset
+    ``configs/callbacks/ema.yaml``) differs from the run's: a checkpoint of an averaging run holds the
+    averaged weights in ``state_dict`` and the trained ones in ``current_model_state``, and without the
+    callback Lightning would go on training from the averages as if they were the current weights.
+
+    Raises:
+        ConfigError: the checkpoint was saved with weight averaging and ``trainer`` has none, or the
+            other way round (the average would start at the resume instead of where the run started).
+    """
+    averaging = [type(cb).__name__ for cb in trainer.callbacks if isinstance(cb, WeightAveraging)]  # type: ignore[attr-defined]
+    saved = "current_model_state" in checkpoint
+    fresh = f"start a new run from its weights with --init_from={path}"
+    if saved and not averaging:
+        raise ConfigError(
+            f"--ckpt_path={path}: the run averaged its weights (its state_dict holds the averages, "
+            "current_model_state the trained weights), but this fit has no weight averaging and would "
+            "train on from the averages. Resume with the run's averaging (e.g. --config "
+            f"configs/callbacks/ema.yaml), or {fresh}"
+        )
+    if averaging and not saved:
+        raise ConfigError(
+            f"--ckpt_path={path}: the checkpoint was saved without weight averaging, but this fit averages "
+            f"({averaging[0]}), so the average would start here instead of where the run started. Resume "
+            f"without the averaging (drop configs/callbacks/ema.yaml), or {fresh}"
+        )
+
+
+def load_matching_weights(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> str:
+    """Load into ``model`` every tensor of the checkpoint's ``state_dict`` whose key and shape match
+    (``fit --init_from``: a new run from another run's weights, e.g. a new head size); the others keep
+    their initial values. Returns one line naming what was loaded and every key left out.
+
+    Raises:
+        CheckpointError: the checkpoint has no ``state_dict``, or none of its tensors fits ``model``.
+    """
+    if "state_dict" not in checkpoint:
+        raise CheckpointError(
+            f"--init_from={path}: no 'state_dict' in the checkpoint: not a Lightning checkpoint"
+        )
+    saved, own = checkpoint["state_dict"], model.state_dict()
+    loaded = {key: value for key, value in saved.items() if key in own and value.shape == own[key].shape}
+    if not loaded:
+        raise CheckpointError(
+            f"--init_from={path}: none of its {len(saved)} tensors fits {type(model).__name__} (no key with "
+            "the same name and shape); is it a checkpoint of this kind of model?"
+        )
+    model.load_state_dict(loaded, strict=False)
+    shapes = [
+        f"{key} {list(saved[key].shape)} vs {list(own[key].shape)}"
+        for key in own
+        if key in saved and key not in loaded
+    ]
+    left = {
+        "other shape, initialised anew": shapes,
+        "not in the checkpoint, initialised anew": [key for key in own if key not in saved],
+        "not in the model, unused": [key for key in saved if key not in own],
+    }
+    parts = [f"{what}: {', '.join(keys)}" for what, keys in left.items() if keys]
+    return f"--init_from: {len(loaded)} of {len(own)} tensors of {type(model).__name__} from {path}" + (
+        f"; {'; '.join(parts)}" if parts else " (all)"
+    )

@@ -1,0 +1,65 @@
+"""Bad input found while a run starts: one error line, exit code 2, and no run folder left behind (the
+loggers may have started before the data or a setting was found bad); other runs untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fixture_task import TinyImages
+from support import FAST, hashes, main, run_module
+
+from runwright import DataError
+
+
+class MissingImages(TinyImages):
+    """TinyImages whose files are missing, as a torchvision DataModule with a wrong ``data_dir``."""
+
+    def setup(self, stage: str | None = None) -> None:
+        raise DataError("the images in data_dir='MISSING' are missing; pass --data.download=true")
+
+
+def exits(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """Run ``main(args)``; return its exit code and the ``error:`` lines it printed."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        main(args)
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    return int(caught.value.code or 0), errors
+
+
+@pytest.mark.parametrize("logger", ["CSVLogger", "WandbLogger"])
+def test_missing_data_exits_2_and_leaves_no_run_folder(
+    logger: str, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    main(["fit", *FAST, "--run_name=earlier"])
+    before = hashes(workdir / "logs" / "earlier")
+    code, errors = exits(
+        ["fit", *FAST, "--data=test_bad_input.MissingImages", f"--trainer.logger={logger}"], capsys
+    )
+    assert code == 2 and len(errors) == 1 and "data_dir='MISSING'" in errors[0]
+    assert [p.name for p in (workdir / "logs").iterdir()] == ["earlier"]
+    assert hashes(workdir / "logs" / "earlier") == before
+
+
+@pytest.mark.slow
+def test_wandb_online_without_an_api_key_is_one_line(workdir: Path) -> None:
+    """In a process of its own: W&B's settings are fixed for a process once a W&B run started."""
+    env = {"WANDB_MODE": "online", "WANDB_API_KEY": "", "NETRC": str(workdir / "no-netrc")}
+    args = ["fit", *FAST, "--trainer.logger=WandbLogger", "--trainer.logger.offline=false"]
+    result = run_module(args, cwd=workdir, env=env, check=False, timeout=300)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1 and "W&B could not start the run" in errors[0], (
+        result.stderr
+    )
+    assert not list((workdir / "logs").iterdir())
+
+
+def test_a_logger_whose_package_is_missing_is_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("lightning.pytorch.loggers")
+    code, errors = exits(["fit", *FAST, "--trainer.logger=lightning.pytorch.loggers.MLFlowLogger"], capsys)
+    assert code == 2 and len(errors) == 1 and "MLFlowLogger" in errors[0] and "mlflow" in errors[0], errors
+    assert not (workdir / "logs").exists() or not list((workdir / "logs").iterdir())

@@ -1,0 +1,201 @@
+"""``python -m <package> export``: every format is written, reloaded and checked against eager
+PyTorch."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from support import (
+    FAST,
+    PLAIN_DATA,
+    PLAIN_MODEL,
+    RunCLI,
+    fit_with_batch_size_1,
+    main,
+    project_cli,
+    quantized_export_line,
+    run_module,
+)
+
+from runwright.commands import export
+from runwright.runs import load_datamodule, load_model
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder with checkpoints (a fast fit of the fixture task, a few training batches)."""
+    logs = tmp_path_factory.mktemp("export") / "logs"
+    cli = project_cli(["fit", f"--logs_dir={logs}", "--trainer.logger=false", *FAST])
+    return cli.run_dir
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
+def test_export_writes_a_model_that_matches_eager(
+    fmt: str, trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / export.FILENAMES[fmt]
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    main(["export", f"--ckpt_path={ckpt}", f"--format={fmt}", f"--output={output}"])
+    out = capsys.readouterr().out
+    match = re.search(r"batch 47: ([0-9.e+-]+), batch 1: ([0-9.e+-]+)\) <= tolerance 0.0001", out)
+    assert match, out
+    assert all(float(value) <= 1e-4 for value in match.groups())
+    assert sorted(path.name for path in tmp_path.iterdir()) == [output.name]  # one self-contained file
+    if fmt == "onnx":  # named for the task, as a serving client sees them
+        import onnx
+
+        graph = onnx.load(str(output)).graph
+        assert [graph.input[0].name, graph.output[0].name] == ["images", "logits"]
+    # Reload independently: the file must hold a model that classifies a real batch like the checkpoint.
+    datamodule = load_datamodule(trained_run / "config.yaml")
+    datamodule.setup("test")
+    images, _ = next(iter(datamodule.test_dataloader()))
+    expected = load_model(ckpt)(images[:5]).detach()
+    actual = export.run_exported(output, fmt, images[:5])
+    assert actual.shape == (5, 4)
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
+
+
+def test_parity_check_fails_clearly_when_the_models_differ(trained_run: Path, tmp_path: Path) -> None:
+    model = load_model(trained_run / "checkpoints" / "best.ckpt")
+    batch = torch.randn(4, 1, 8, 8)
+    path = tmp_path / "model.pt2"
+    export.write_model(model, batch, "torch_export", path)
+    with torch.no_grad():
+        model.head.bias.add_(1e-2)  # the eager model drifts away from what was exported
+    with pytest.raises(export.ParityError, match=r"max abs diff 0.01 > tolerance 0.0001"):
+        export.check_parity(path, "torch_export", model, batch, tolerance=1e-4)
+
+
+def test_quantized_export_reports_accuracy_before_and_after(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    result = export.export_checkpoint(
+        ckpt, "torchscript", tmp_path / "q.pt", trained_run / "config.yaml", quantize="dynamic"
+    )
+    assert set(result.accuracy) == {"fp32", "int8"}
+    assert all(0.0 <= value <= 1.0 for value in result.accuracy.values())
+    assert max(result.max_abs_diff.values()) <= 1e-4
+    scripted = torch.jit.load(tmp_path / "q.pt")
+    assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
+
+
+def test_quantized_export_prints_the_test_accuracy_of_the_checkpoint(
+    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = trained_run / "checkpoints" / "best.ckpt"
+    line = quantized_export_line(ckpt, tmp_path / "q.pt", capsys)
+    match = re.fullmatch(r"Test accuracy: fp32 ([0-9.]+), int8 ([0-9.]+) \(delta [+-][0-9.]+\)", line)
+    assert match, line
+    # the same fp32 number computed here from the checkpoint's predictions on the whole test split
+    model, datamodule = load_model(ckpt), load_datamodule(trained_run / "config.yaml")
+    datamodule.setup("test")
+    right = total = 0
+    with torch.no_grad():
+        for images, labels in datamodule.test_dataloader():
+            right += int((model(images).argmax(dim=-1) == labels).sum())
+            total += len(labels)
+    assert total == 47
+    assert float(match.group(1)) == pytest.approx(right / total, abs=1e-4)
+
+
+def test_bad_input_exits_2_and_missing_onnx_names_the_extra(
+    trained_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ckpt = str(trained_run / "checkpoints" / "best.ckpt")
+    for args, message in [
+        (["--ckpt_path=nope.ckpt"], "no such file"),
+        ([f"--ckpt_path={ckpt}", "--format=tflite"], "tflite"),
+        ([f"--ckpt_path={ckpt}", "--quantize=dynamic"], "use --format torchscript"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["export", *args])
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
+    monkeypatch.setattr(export, "missing_modules", lambda extra: ["onnxruntime"])
+    with pytest.raises(SystemExit):
+        main(["export", f"--ckpt_path={ckpt}", "--format=onnx"])
+    assert "pip install 'runwright[export]'" in capsys.readouterr().err
+
+
+def test_export_from_the_command_line_uses_the_newest_run(run_cli: RunCLI, workdir: Path) -> None:
+    """In a process of its own: the exit code and output of the real command."""
+    run_cli("fit", "--trainer.logger=false")
+    result = run_module(["export", "--ckpt_path", "best", "--format", "torch_export"], cwd=workdir)
+    assert "Parity check passed" in result.stdout
+    assert list((workdir / "logs").glob("*_export/model.pt2"))
+
+
+def test_a_plain_lightning_module_exports_on_its_test_split_or_its_example_input(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A LightningModule written as Lightning's docs write one: the parity batch is its DataModule's test
+    split (47 samples); a run whose data has no test split traces the model's ``example_input_array``."""
+    fit = run_cli("fit", f"--model={PLAIN_MODEL}", f"--data={PLAIN_DATA}", "--checkpoint.monitor=val_acc")
+    ckpt = fit.run_dir / "checkpoints" / "best.ckpt"
+    capsys.readouterr()
+    main(["export", f"--ckpt_path={ckpt}", "--format=torchscript", f"--output={workdir / 'plain.pt'}"])
+    assert "batch 47:" in capsys.readouterr().out
+    model = load_model(ckpt)
+    batch = export.parity_batch(model, None)  # no DataModule: the example input
+    assert torch.equal(batch, model.example_input_array)
+
+
+def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for command in ("export:", "report:", "lr_find:", "scale_batch_size:"):
+        assert command in out, command
+
+
+@pytest.fixture(scope="module")
+def batch_size_1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fixture run trained with ``--data.batch_size=1`` (a few steps)."""
+    return fit_with_batch_size_1(tmp_path_factory.mktemp("export_bs1") / "logs")
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
+def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
+    fmt: str, batch_size_1_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = batch_size_1_run
+    output = tmp_path / export.FILENAMES[fmt]
+    main(
+        [
+            "export",
+            f"--ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
+            f"--format={fmt}",
+            f"--output={output}",
+        ]
+    )
+    out = capsys.readouterr().out
+    # checked at the largest batch available (the 47 test samples, loaded in batches of 1) and at 1
+    assert re.search(r"batch 47: [0-9.e+-]+, batch 1: [0-9.e+-]+\) <= tolerance", out), out
+    images = torch.randn(5, 1, 8, 8)
+    with torch.no_grad():
+        expected = load_model(run / "checkpoints" / "best.ckpt")(images)
+    torch.testing.assert_close(export.run_exported(output, fmt, images), expected, atol=1e-4, rtol=0)
+
+
+def test_an_exporter_failure_is_one_error_line_naming_the_format(
+    trained_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("Unsupported operator aten::frobnicate\nlong traceback text")
+
+    monkeypatch.setattr(torch.export, "export", broken)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["export", f"--ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}", "--format=torch_export"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == (
+        "error: --format torch_export: exporting TinyClassifier failed: "
+        "RuntimeError: Unsupported operator aten::frobnicate"
+    )
+    assert "Traceback" not in err

@@ -1,0 +1,359 @@
+"""Checkpoints and runs as a user meets them over several commands: last is last, best is best, a resume
+continues its run, the data values given with ``--ckpt_path`` win, a ModelCheckpoint of the user's never
+takes over, and no run writes a file of another run."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch import Trainer
+from support import FAST, RunCLI, hashes, metric_rows, run_dirs, run_main
+
+from runwright import runs
+from runwright.errors import TrainingInterrupted
+
+SCRIPTED = ["--model=helpers.ScriptedClassifier"]
+
+
+def epoch_of(path: Path) -> int:
+    return int(torch.load(path, weights_only=True, map_location="cpu")["epoch"])
+
+
+def assert_same_rows(run: Path, reference: Path, key: str) -> None:
+    """``key`` is logged at the same epochs and steps, with the same values (to 1e-6), in both runs."""
+    rows, expected = metric_rows(run, key), metric_rows(reference, key)
+    assert [row[:2] for row in rows] == [row[:2] for row in expected], key
+    assert [row[2] for row in rows] == pytest.approx([row[2] for row in expected], rel=1e-6, abs=1e-6), key
+
+
+def test_last_is_the_latest_epoch_and_best_the_best_when_the_metric_gets_worse(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", *SCRIPTED, "--model.scores=[0.5,0.7,0.6]", "--trainer.max_epochs=3")
+    folder = cli.run_dir / "checkpoints"
+    assert epoch_of(folder / "last.ckpt") == 2
+    assert epoch_of(folder / "best.ckpt") == 1
+    assert [v for _, _, v in metric_rows(cli.run_dir, "val/acc_best")] == pytest.approx([0.5, 0.7, 0.7])
+
+
+def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # no LR schedule: the warmup-cosine length follows max_epochs, which differs here
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
+    straight = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=straight")
+    first = run_cli("fit", *args, "--trainer.max_epochs=2", "--run_name=resumed")
+    run_cli("fit", *args, "--trainer.max_epochs=3", "--ckpt_path=last")
+    # resume twice; the second time as GracefulInterruption advises: the first command (with its
+    # --run_name) plus --ckpt_path last
+    again = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=resumed", "--ckpt_path=last")
+    assert again.run_dir == first.run_dir  # no new run folder
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == ["resumed", "straight"]
+    folder = first.run_dir / "checkpoints"
+    assert epoch_of(folder / "last.ckpt") == 3 and epoch_of(folder / "best.ckpt") == 1
+    for key in ("val/acc_best", "val/acc", "train/loss", "train/acc"):
+        assert_same_rows(first.run_dir, straight.run_dir, key)
+    assert [v for _, _, v in metric_rows(first.run_dir, "val/acc_best")] == pytest.approx(
+        [0.5, 0.7, 0.7, 0.7]
+    )
+    assert (first.run_dir / "config.yaml").is_file() and (first.run_dir / "config.resume-2.yaml").is_file()
+    for name, tensor in straight.model.state_dict().items():
+        assert torch.equal(tensor, again.model.state_dict()[name]), name
+    # once more at the same max_epochs: nothing to train, said in one line; checkpoints and rows unchanged
+    before, rows = hashes(folder), metric_rows(first.run_dir, "val/acc")
+    capsys.readouterr()
+    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
+    out = capsys.readouterr().out
+    assert "the checkpoint (current_epoch=4, global_step=8) already reached --trainer.max_epochs=4" in out
+    assert hashes(folder) == before and metric_rows(first.run_dir, "val/acc") == rows
+
+
+def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> None:
+    scores = ["--model.scores=[0.5,0.9,0.6,0.8,0.3]", "--trainer.max_epochs=5"]
+    cli = run_cli("fit", *SCRIPTED, *scores, "--checkpoint.save_top_k=3", "--checkpoint.filename=top-{epoch}")
+    test = run_cli("test", "--ckpt_path=best")
+    assert Path(test.config.test.ckpt_path).name == "top-epoch=1.ckpt"
+    assert len(list((cli.run_dir / "checkpoints").glob("top-*.ckpt"))) == 3
+    run_cli("fit", *SCRIPTED, *scores, "--checkpoint.mode=min", "--checkpoint.save_top_k=2")
+    test = run_cli("test", "--ckpt_path=best")
+    assert epoch_of(Path(test.config.test.ckpt_path)) == 4  # the lowest score
+
+
+def test_best_resolves_when_the_filename_makes_subfolders(run_cli: RunCLI) -> None:
+    """``{val/acc:.3f}`` in a filename makes Lightning write into a subfolder ``epoch=1-val/``."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.7]", "--checkpoint.save_top_k=2"]
+    args += ["--checkpoint.filename={epoch}-{val/acc:.3f}"]
+    fit = run_cli("fit", *args, "--trainer.max_epochs=3")
+    best = Path(run_cli("test", "--ckpt_path=best").config.test.ckpt_path)
+    assert (best.parent.name, best.name, epoch_of(best)) == ("epoch=1-val", "acc=0.900.ckpt", 1)
+    # and fit from it continues that run in its folder
+    again = run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=best")
+    assert again.run_dir == fit.run_dir and (fit.run_dir / "config.resume-1.yaml").is_file()
+
+
+def test_best_and_last_never_fall_back_to_an_older_run(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newest run has no last.ckpt (switched off): best/last must not quietly name the run before."""
+    run_cli("fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=older")
+    run_cli(
+        "fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=newer", "--last_checkpoint.every_n_epochs=0"
+    )
+    assert (workdir / "logs" / "newer" / "checkpoints" / "best.ckpt").is_file()
+    for alias in ("best", "last"):
+        code, _, err = run_main(["test", *FAST, f"--ckpt_path={alias}"], capsys)
+        assert code == 2 and f"--ckpt_path={alias}: " in err and "newer" in err and "older" not in err, err
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == ["newer", "older"]
+
+
+def test_report_uses_the_runs_recorded_best_checkpoint(
+    run_cli: RunCLI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With save_top_k=3 the best epoch is in best-v2.ckpt, not best.ckpt (the first epoch's)."""
+    args = ["--model.scores=[0.5,0.7,0.9]", "--trainer.max_epochs=3", "--checkpoint.save_top_k=3"]
+    cli = run_cli("fit", *SCRIPTED, *args)
+    assert epoch_of(cli.run_dir / "checkpoints" / "best.ckpt") == 0
+    loaded: list[Path] = []
+    real_load_model = runs.load_model
+    monkeypatch.setattr(runs, "load_model", lambda p: loaded.append(Path(p)) or real_load_model(p))
+    code, out, _ = run_main(["report", str(cli.run_dir)], capsys)
+    assert code == 0 and [p.name for p in loaded] == ["best-v2.ckpt"] and epoch_of(loaded[0]) == 2
+    assert "confusion_matrix.png" in out
+
+
+def test_continuing_from_an_earlier_checkpoint_logs_each_step_once(run_cli: RunCLI) -> None:
+    """fit --ckpt_path best (epoch 1 of 4) continues the run in its folder: the rows logged after that
+    checkpoint are replaced, none doubled, and they equal an uninterrupted run's."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.65]", "--trainer.max_epochs=4"]
+    straight = run_cli("fit", *args, "--run_name=straight")
+    run = run_cli("fit", *args, "--run_name=again")
+    assert epoch_of(run.run_dir / "checkpoints" / "best.ckpt") == 1
+    run_cli("fit", *args, "--ckpt_path=best")
+    for key in ("train/loss", "train/lr", "val/acc", "val/loss", "val/acc_best"):
+        rows = metric_rows(run.run_dir, key)
+        assert len({row[:2] for row in rows}) == len(rows), f"{key}: a step logged twice"
+        assert_same_rows(run.run_dir, straight.run_dir, key)
+
+
+def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_the_old_run(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = run_cli("fit", "--run_name=A", "--trainer.max_epochs=2")
+    before = hashes(first.run_dir)
+    config = str(first.run_dir / "config.yaml")
+    rerun = run_cli("fit", "--config", config, "--run_name=B")
+    assert rerun.run_dir.name == "B" and (rerun.run_dir / "checkpoints" / "best.ckpt").is_file()
+    auto = run_cli("fit", "--config", config)  # the saved run_name is not reused
+    assert auto.run_dir.name not in ("A", "B")
+    last = first.run_dir / "checkpoints" / "last.ckpt"
+    branch = run_cli("fit", "--run_name=C", "--trainer.max_epochs=3", f"--ckpt_path={last}")
+    assert epoch_of(branch.run_dir / "checkpoints" / "last.ckpt") == 2
+    # a branch with nothing left to train says so, and names no best checkpoint (it has none; A's is A's)
+    capsys.readouterr()
+    run_cli("fit", "--run_name=D", "--trainer.max_epochs=2", f"--ckpt_path={last}")
+    out = capsys.readouterr().out
+    assert "already reached --trainer.max_epochs=2" in out and "Best checkpoint" not in out
+    assert hashes(first.run_dir) == before
+    names = ["A", "B", "C", "D", auto.run_dir.name]
+    assert sorted(p.name for p in run_dirs(workdir / "logs")) == sorted(names)
+
+
+def test_config_yaml_is_portable_and_names_no_run_folder(run_cli: RunCLI, workdir: Path) -> None:
+    """config.yaml has no folder of its run (loggers, checkpoints, default_root_dir) and a fit's run_name
+    and ckpt_path are null, so re-running it (also from elsewhere, after the run folder moved) starts a
+    new run; a continued run's config.resume-1.yaml too."""
+    first = run_cli("fit", "--run_name=A")
+    run_cli("fit", "--run_name=A", "--trainer.max_epochs=2", "--ckpt_path=last")
+    for name in ("config.yaml", "config.resume-1.yaml"):
+        text = (first.run_dir / name).read_text()
+        saved = yaml.safe_load(text)
+        assert str(workdir) not in text and "logs/" not in text, name
+        assert saved["trainer"]["default_root_dir"] is None
+        assert saved["trainer"]["logger"]["init_args"]["save_dir"] == "logs"  # as the experiment says
+        assert saved["checkpoint"]["dirpath"] is None and saved["last_checkpoint"]["dirpath"] is None
+        assert (saved["run_name"], saved["ckpt_path"]) == (None, None)
+    moved = workdir / "elsewhere"
+    moved.mkdir()
+    (workdir / "logs").rename(moved / "old_logs")
+    os.chdir(moved)  # (the workdir fixture's monkeypatch.chdir puts the working directory back)
+    rerun = run_cli("fit", "--config", str(moved / "old_logs" / "A" / "config.yaml"))
+    assert rerun.run_dir.parent == moved / "logs" and rerun.run_dir.name != "A"
+    assert not (moved / "old_logs" / "A" / "config.resume-2.yaml").exists()
+
+
+def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI) -> None:
+    """A run stopped by max_steps at an epoch's end, extended with a larger max_steps: the same steps
+    and epochs in metrics.csv as one uninterrupted run, no row for the finished epoch's (empty) end.
+    The data order of the next epoch is not restored exactly in this case (README, "Checkpoints and
+    exact resume"), so the values are compared up to the stop."""
+    steps = ["--trainer.limit_train_batches=4", "--trainer.log_every_n_steps=1", "--trainer.max_epochs=-1"]
+    steps += ["--model.lr_scheduler=null"]  # its length follows max_steps, which differs here
+    straight = run_cli("fit", *steps, "--trainer.max_steps=8", "--run_name=straight")
+    first = run_cli("fit", *steps, "--trainer.max_steps=4", "--run_name=resumed")
+    run_cli("fit", *steps, "--trainer.max_steps=8", "--ckpt_path=last")
+    run_cli("fit", *steps, "--trainer.max_steps=12", "--ckpt_path=last")  # and once more
+    longer = run_cli("fit", *steps, "--trainer.max_steps=12", "--run_name=longer")
+    for key in ("train/loss", "train/acc", "val/acc"):
+        assert [row[:2] for row in metric_rows(first.run_dir, key)] == [
+            row[:2] for row in metric_rows(longer.run_dir, key)
+        ], key
+    assert metric_rows(first.run_dir, "train/loss")[:4] == metric_rows(straight.run_dir, "train/loss")[:4]
+    assert [epoch for epoch, _, _ in metric_rows(first.run_dir, "train/acc")] == [0, 1, 2]
+    assert all(value > 0 for _, _, value in metric_rows(first.run_dir, "train/acc"))
+
+
+def test_a_plain_lightning_checkpoint_of_the_helpers_classes_reloads(tmp_path: Path) -> None:
+    """BaseModule/BaseDataModule subclasses stay plain Lightning classes: Trainer.fit, save_checkpoint,
+    load_from_checkpoint and fit(ckpt_path=...) without the CLI."""
+    from fixture_task import TinyClassifier, TinyImages
+
+    def trainer(epochs: int) -> Trainer:
+        return Trainer(
+            max_epochs=epochs,
+            default_root_dir=tmp_path,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            limit_train_batches=2,
+            limit_val_batches=1,
+        )
+
+    model = TinyClassifier()
+    first = trainer(1)
+    first.fit(model, TinyImages())
+    first.save_checkpoint(tmp_path / "plain.ckpt")
+    reloaded = TinyClassifier.load_from_checkpoint(tmp_path / "plain.ckpt")  # Lightning's default loading
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, reloaded.state_dict()[name]), name
+    second = trainer(2)
+    second.fit(TinyClassifier(), TinyImages(), ckpt_path=tmp_path / "plain.ckpt")
+    assert second.current_epoch == 2
+
+
+def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A checkpoint copied out of its run (``model.ckpt`` in some folder) belongs to no run, even when
+    the folder above holds an unrelated ``config.yaml``: ``fit`` from it starts a new run, and
+    ``export`` asks for the config instead of reading the unrelated one."""
+    first = run_cli("fit")
+    shelf = workdir / "shelf" / "models"
+    shelf.mkdir(parents=True)
+    (shelf.parent / "config.yaml").write_text("unrelated: true\n")
+    copy = shelf / "model.ckpt"
+    copy.write_bytes((first.run_dir / "checkpoints" / "best.ckpt").read_bytes())
+    second = run_cli("fit", f"--ckpt_path={copy}", "--trainer.max_epochs=2")
+    assert second.run_dir.parent == workdir / "logs" and second.run_dir != first.run_dir
+    assert not (shelf.parent / "metrics.csv").exists()
+    code, _, err = run_main(["export", f"--ckpt_path={copy}", "--format=torchscript"], capsys)
+    assert code != 0 and "model.ckpt is not inside a run folder" in err and "--config" in err
+    assert "unrelated" not in err
+
+
+def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI) -> None:
+    """The logger of a continued run comes from the command's config, like every trainer setting:
+    continuing a CSV-logged run with another logger says so; repeating the run's logger does not."""
+    run_cli("fit")
+    with pytest.warns(UserWarning, match=r"logged with \['CSVLogger'\], with \['TensorBoardLogger'\]"):
+        run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--trainer.logger=TensorBoardLogger")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "continuing")
+        run_cli("fit", "--trainer.max_epochs=3", "--ckpt_path=last")
+
+
+def test_a_model_setting_given_with_ckpt_path_that_the_checkpoint_replaces_warns(run_cli: RunCLI) -> None:
+    """With ``--ckpt_path`` the model comes from the checkpoint: an explicit ``--model...`` value that
+    it replaces is named in a warning; the value used is the checkpoint's, as the saved config says.
+    A value equal to the checkpoint's does not warn."""
+    first = run_cli("fit")
+    with pytest.warns(UserWarning, match=r"model\.optimizer\.lr=5\.0 is replaced by its 0\.01"):
+        run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--model.optimizer.init_args.lr=5")
+    saved = yaml.safe_load((first.run_dir / "config.resume-1.yaml").read_text())
+    assert saved["model"]["init_args"]["optimizer"]["init_args"]["lr"] == 0.01
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "--ckpt_path: the model comes from the checkpoint")
+        run_cli("validate", "--ckpt_path=last", "--model.optimizer.init_args.lr=0.01")
+
+
+def test_data_values_given_with_ckpt_path_win_over_the_checkpoints(run_cli: RunCLI, workdir: Path) -> None:
+    """``test --ckpt_path best --data.batch_size=7 --data.num_test=20`` tests with batches of 7 on 20
+    samples (it once took the checkpoint's 16 and 47 without a word, issue 25 finding 6); so does a
+    ``--config`` that sets them; the checkpoint's other data values (num_classes 3) are kept."""
+    run_cli("fit", "--data.num_classes=3", "--data.num_test=30")
+    limits = ["--trainer.limit_test_batches=1.0"]
+    given = run_cli("test", *limits, "--ckpt_path=best", "--data.batch_size=7", "--data.num_test=20")
+    (workdir / "data.yaml").write_text("data:\n  init_args:\n    batch_size: 7\n    num_test: 20\n")
+    from_file = run_cli("test", *limits, "--ckpt_path=best", "--config=data.yaml")
+    kept = run_cli("test", *limits, "--ckpt_path=best")
+    for cli, (batch_size, samples) in ((given, (7, 20)), (from_file, (7, 20)), (kept, (16, 30))):
+        loader = cli.trainer.test_dataloaders
+        assert (loader.batch_size, len(loader.dataset), cli.datamodule.num_classes) == (
+            batch_size,
+            samples,
+            3,
+        )
+        assert cli.model.num_classes == 3
+
+
+def test_a_users_model_checkpoint_never_takes_over(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ModelCheckpoint in trainer.callbacks (here: by val/loss, every epoch kept, into the run's
+    checkpoints/) is added next to the engine's: the printed best, ``--ckpt_path best|last`` and the
+    Ctrl-C checkpoint stay the engine's best.ckpt (by val/acc) and last.ckpt (issue 25, finding 5)."""
+    own = [
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+        "--trainer.callbacks.monitor=val/loss",
+        "--trainer.callbacks.save_top_k=-1",
+        "--trainer.callbacks.filename=mine-{epoch}",
+    ]
+    scripted = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.7]", "--trainer.max_epochs=4"]
+    code, out, _ = run_main(["fit", *FAST, *scripted, *own], capsys)
+    (run,) = run_dirs(workdir / "logs")
+    folder = run / "checkpoints"
+    assert code == 0 and f"Best checkpoint (val/acc=0.9000): {folder / 'best.ckpt'}" in out, out
+    mine = {f"mine-epoch={epoch}.ckpt" for epoch in range(4)}
+    assert {p.name for p in folder.iterdir()} == {"best.ckpt", "last.ckpt", *mine}
+    assert Path(run_cli("test", "--ckpt_path=best").config.test.ckpt_path).resolve() == folder / "best.ckpt"
+    assert Path(run_cli("test", "--ckpt_path=last").config.test.ckpt_path).resolve() == folder / "last.ckpt"
+    assert epoch_of(folder / "best.ckpt") == 1
+    # Ctrl-C in epoch 1 of a new run: the resumable checkpoint is the engine's last.ckpt of that run
+    three = "--trainer.limit_train_batches=3"
+    with pytest.raises(TrainingInterrupted):
+        run_cli(
+            "fit",
+            *scripted,
+            *own,
+            three,
+            "--trainer.callbacks+=helpers.SignalAt",
+            "--trainer.callbacks.epoch=1",
+            "--run_name=stopped",
+        )
+    stopped = workdir / "logs" / "stopped" / "checkpoints"
+    assert torch.load(stopped / "last.ckpt", weights_only=True)["global_step"] == 4  # 3 + 1 batches
+    resumed = run_cli("fit", *scripted, *own, three, "--ckpt_path=last")
+    assert resumed.run_dir == stopped.parent and resumed.trainer.global_step == 12
+
+
+def test_best_is_never_a_users_checkpoint_even_when_the_engines_has_none(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C before the first validation: the engine's best checkpoint has no file yet, a ModelCheckpoint
+    of the user's (by train/loss, every step) has; ``--ckpt_path best`` says there is no best instead of
+    taking the user's file."""
+    own = [
+        "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
+        "--trainer.callbacks.monitor=train/loss",
+        "--trainer.callbacks.every_n_train_steps=1",
+        "--trainer.callbacks+=helpers.SignalAt",
+        "--trainer.callbacks.batch=1",
+    ]
+    with pytest.raises(TrainingInterrupted):
+        run_cli("fit", *own)
+    (run,) = run_dirs(workdir / "logs")
+    assert len(list((run / "checkpoints").glob("epoch=0-step=*.ckpt"))) == 1
+    code, _, err = run_main(["test", *FAST, "--ckpt_path=best"], capsys)
+    assert code == 2 and "records no best checkpoint" in err, err

@@ -1,0 +1,95 @@
+"""The package a project hands to the engine: its config files, the engine version its distribution
+requires (refused in one line before anything is written), the extras a command needs, and renamed
+options (the old spelling works for one minor version, with one warning line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from support import FAST, main, project_cli, run_dirs
+
+from runwright import __version__, deprecations
+from runwright.deprecations import Renamed
+from runwright.errors import ConfigError
+from runwright.project import check_engine_version, config_files, missing_modules, required_engine
+
+
+def fake_distribution(site: Path, package: str, requires: str) -> None:
+    """An installed distribution ``<package>-1.0`` of the top-level package ``package`` that requires
+    ``requires`` (its metadata only, as pip writes it)."""
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text("")
+    info = site / f"{package}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.0\nRequires-Dist: {requires}\n"
+    )
+    (info / "top_level.txt").write_text(f"{package}\n")
+
+
+def test_a_package_that_requires_another_engine_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_distribution(tmp_path, "needs_next", "runwright~=9.1")
+    fake_distribution(tmp_path, "fits", f"runwright~={__version__.rpartition('.')[0]}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert str(required_engine("needs_next")) == "runwright~=9.1"
+    check_engine_version("fits", __version__)  # inside its range: nothing
+    check_engine_version("fixture_task", __version__)  # not an installed distribution: nothing
+    with pytest.raises(
+        ConfigError, match=rf"needs_next needs runwright~=9.1 .* runwright {__version__} is installed"
+    ):
+        check_engine_version("needs_next", __version__)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        from runwright.cli import main as cli_main
+
+        cli_main(["fit"], package="needs_next")
+    assert exit_info.value.code == 2 and not (tmp_path / "logs").exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: needs_next needs runwright~=9.1") and "pip install" in line
+
+
+def test_the_package_s_configs_follow_the_engine_s_and_a_missing_one_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert [path.name for path in config_files("fixture_task")] == ["defaults.yaml", "default.yaml"]
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert [path.name for path in config_files("bare")] == ["defaults.yaml"]
+    with pytest.raises(ConfigError, match="package 'no_such_package' is not importable"):
+        config_files("no_such_package")
+
+
+def test_a_command_whose_extra_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workdir: Path
+) -> None:
+    monkeypatch.setattr("runwright.cli.missing_modules", lambda extra: ["optuna"] if extra == "sweep" else [])
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--n_trials", "0"])
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    fix = "pip install 'runwright[sweep]'"
+    assert line == f"error: sweep needs the engine's 'sweep' extra (optuna not installed): {fix}"
+    assert missing_modules("plots") == []  # (installed here)
+
+
+def test_a_renamed_option_keeps_working_with_one_warning_and_is_saved_under_its_new_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workdir: Path
+) -> None:
+    monkeypatch.setattr(deprecations, "RENAMED", {"runs_dir": Renamed("logs_dir", "0.2", "0.3", str)})
+    capsys.readouterr()
+    cli = project_cli(["fit", *FAST, "--runs_dir=elsewhere", "--trainer.logger=false"])
+    assert cli.run_dir.parent == (workdir / "elsewhere").resolve()
+    warning = "warning: `--runs_dir` is deprecated since runwright 0.2 and goes in 0.3: use `--logs_dir`"
+    assert [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line] == [warning]
+    (run,) = run_dirs(workdir / "elsewhere")
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["logs_dir"] == "elsewhere" and "runs_dir" not in saved
+    # the saved config re-runs with the old name gone (as in the release that removes it)
+    monkeypatch.setattr(deprecations, "RENAMED", {})
+    again = project_cli(["fit", "--config", str(run / "config.yaml"), "--trainer.logger=false"])
+    assert again.run_dir.parent == cli.run_dir.parent
