@@ -173,7 +173,7 @@ def fit(args: list[str], logs_dir: str, test: bool = False) -> Run:
                 metrics["test/acc"] = float(tested.trainer.callback_metrics["test/acc"])
     finally:
         sys.argv = argv
-    compile_seconds = sum(compiler.first_calls.values())
+    compile_seconds = compiler.first_step_seconds
     return Run(clock.epoch_seconds(), clock.step_seconds(), compile_seconds, metrics, averaging)
 
 

@@ -64,7 +64,7 @@ def test_parity_breakdown_times_each_callback_and_the_logging(parity: ModuleType
         ["--workload", "digits", "--epochs", "2", "--repeats", "1", "--no-ablation", "--no-warmup"]
     )
     parts = summary["breakdown_seconds_per_epoch"]
-    ours = ("MemoryMonitor", "HealthCheck", "TrainingMonitor", "ExactResume", "GracefulInterruption")
+    ours = ("MemoryMonitor", "HealthCheck", "TrainingMonitor", "ExactResume", "Interruption")
     for callback in ours:
         assert f"callback {callback}" in parts, sorted(parts)
     assert parts["LR scheduler steps (warmup-cosine)"] > 0  # the schedule is the model's, not a callback

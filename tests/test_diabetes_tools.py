@@ -15,7 +15,7 @@ import torch
 import yaml
 from runwright.cli import ProjectCLI
 from runwright.commands import tune as tuning
-from runwright.runs import load_datamodule, load_model
+from runwright.commands.rebuild import load_datamodule, load_model
 from sklearn.datasets import load_diabetes
 from support import CONFIGS, FAST, PACKAGE, main
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 from runwright.cli import ProjectCLI
-from runwright.runs import load_model
+from runwright.commands.rebuild import load_model
 from sklearn.datasets import load_digits
 
 RunCLI = Callable[..., ProjectCLI]  # the run_cli fixture of tests/conftest.py

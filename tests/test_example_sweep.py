@@ -10,6 +10,7 @@ from pathlib import Path
 from unittest import mock
 
 import optuna
+from runwright.cli import ProjectCLI
 from runwright.commands.sweep import SweepCLI
 from support import PACKAGE, main
 
@@ -25,6 +26,7 @@ def test_the_digits_sweep_is_valid_and_starts_from_the_default_config(workdir: P
     with mock.patch.dict(os.environ):  # (parsing seeds: PL_GLOBAL_SEED)
         (first,) = SweepCLI(["--config", str(DIGITS_SWEEP)], PACKAGE).config.enqueue_trials
         default = {
-            key.replace(".init_args", ""): value for key, value in SweepCLI([], PACKAGE).config.items()
+            key.replace(".init_args", ""): value
+            for key, value in ProjectCLI(args=[], run=False, package=PACKAGE).config.items()
         }
     assert first == {key: default[key.replace(".init_args", "")] for key in first}

@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import warnings
@@ -91,6 +92,35 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 RunCLI = Callable[..., ProjectCLI]
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run folder of one ``fit`` of the fixture task with ``FAST``, trained once per session; tests
+    take copies of it (:func:`fitted`)."""
+    folder = tmp_path_factory.mktemp("trained")
+    before, cwd = dict(os.environ), os.getcwd()
+    os.environ["WANDB_MODE"] = "disabled"
+    os.chdir(folder)
+    try:
+        with warnings.catch_warnings():
+            return project_cli(["fit", *FAST, "--run_name=trained"]).run_dir
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@pytest.fixture
+def fitted(workdir: Path, trained_run: Path) -> Callable[..., Path]:
+    """``fitted(name="trained")``: a copy of :func:`trained_run` as ``logs/<name>`` in the test's working
+    directory (a finished 1-epoch run with ``config.yaml``, ``metrics.csv``, ``best.ckpt`` and
+    ``last.ckpt``), for a test of what comes after a fit; returns its folder."""
+
+    def copy(name: str = "trained") -> Path:
+        return Path(shutil.copytree(trained_run, workdir / "logs" / name))
+
+    return copy
 
 
 @pytest.fixture

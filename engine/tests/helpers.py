@@ -355,19 +355,6 @@ class SyncDistClassifier(TinyClassifier):
         self.log("test/synced_loss", loss, on_step=self.on_step, on_epoch=True, sync_dist=True)
 
 
-class BlockedTestClassifier(TinyClassifier):
-    """A hang inside C code: in its first test step rank 0 waits in a collective operation (a barrier)
-    that the other processes never join (they sleep). Each process first writes its pid to
-    ``test_step_rank<rank>`` in the working directory."""
-
-    def test_step(self, batch: Any, batch_idx: int) -> None:
-        Path(f"test_step_rank{self.global_rank}").write_text(str(os.getpid()))
-        if self.global_rank == 0:
-            torch.distributed.barrier()
-        else:
-            time.sleep(600)
-
-
 class ScriptedLossClassifier(TinyClassifier):
     """Its training loss at global step ``t`` is ``2 + 0.1 * sin(t)`` whatever the LR (the parameters
     enter with weight 0, so there is a gradient): the curve an LR finder must record step by step."""

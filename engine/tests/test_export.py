@@ -3,11 +3,14 @@ PyTorch."""
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from support import (
     FAST,
     PLAIN_DATA,
@@ -17,11 +20,10 @@ from support import (
     main,
     project_cli,
     quantized_export_line,
-    run_module,
 )
 
 from runwright.commands import export
-from runwright.runs import load_datamodule, load_model
+from runwright.commands.rebuild import load_datamodule, load_model
 
 
 @pytest.fixture(scope="module")
@@ -66,32 +68,22 @@ def test_parity_check_fails_clearly_when_the_models_differ(trained_run: Path, tm
     export.write_model(model, batch, "torch_export", path)
     with torch.no_grad():
         model.head.bias.add_(1e-2)  # the eager model drifts away from what was exported
-    with pytest.raises(export.ParityError, match=r"max abs diff 0.01 > tolerance 0.0001"):
+    with pytest.raises(export.ParityError, match=r"batch 4: max abs diff 0.01 > tolerance 0.0001"):
         export.check_parity(path, "torch_export", model, batch, tolerance=1e-4)
 
 
-def test_quantized_export_reports_accuracy_before_and_after(
+def test_quantized_export_prints_the_test_accuracy_before_and_after(
     trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ckpt = trained_run / "checkpoints" / "best.ckpt"
-    result = export.export_checkpoint(
-        ckpt, "torchscript", tmp_path / "q.pt", trained_run / "config.yaml", quantize="dynamic"
-    )
-    assert set(result.accuracy) == {"fp32", "int8"}
-    assert all(0.0 <= value <= 1.0 for value in result.accuracy.values())
-    assert max(result.max_abs_diff.values()) <= 1e-4
-    scripted = torch.jit.load(tmp_path / "q.pt")
-    assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
-
-
-def test_quantized_export_prints_the_test_accuracy_of_the_checkpoint(
-    trained_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+    """The int8 model passes the parity check (the command succeeds), its Linear layers are int8, and the
+    fp32 accuracy printed is the checkpoint's on the whole test split."""
     ckpt = trained_run / "checkpoints" / "best.ckpt"
     line = quantized_export_line(ckpt, tmp_path / "q.pt", capsys)
     match = re.fullmatch(r"Test accuracy: fp32 ([0-9.]+), int8 ([0-9.]+) \(delta [+-][0-9.]+\)", line)
     assert match, line
-    # the same fp32 number computed here from the checkpoint's predictions on the whole test split
+    assert all(0.0 <= float(value) <= 1.0 for value in match.groups())
+    scripted = torch.jit.load(tmp_path / "q.pt")
+    assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
     model, datamodule = load_model(ckpt), load_datamodule(trained_run / "config.yaml")
     datamodule.setup("test")
     right = total = 0
@@ -122,12 +114,19 @@ def test_bad_input_exits_2_and_missing_onnx_names_the_extra(
     assert "pip install 'runwright[export]'" in capsys.readouterr().err
 
 
-def test_export_from_the_command_line_uses_the_newest_run(run_cli: RunCLI, workdir: Path) -> None:
-    """In a process of its own: the exit code and output of the real command."""
-    run_cli("fit", "--trainer.logger=false")
-    result = run_module(["export", "--ckpt_path", "best", "--format", "torch_export"], cwd=workdir)
-    assert "Parity check passed" in result.stdout
-    assert list((workdir / "logs").glob("*_export/model.pt2"))
+def test_export_best_takes_the_newest_runs_best_checkpoint(
+    fitted: Callable[..., Path], workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    older, newer = fitted("older"), fitted("newer")
+    later = (newer / "checkpoints/best.ckpt").stat().st_mtime + 60
+    os.utime(newer / "checkpoints/best.ckpt", (later, later))
+    capsys.readouterr()
+    main(["export", "--ckpt_path", "best", "--format", "torch_export"])
+    assert "Parity check passed" in capsys.readouterr().out
+    (exported,) = (workdir / "logs").glob("*_export/model.pt2")
+    provenance = yaml.safe_load((exported.parent / "provenance.yaml").read_text())
+    assert provenance["checkpoint"] == str(newer / "checkpoints/best.ckpt")
+    assert str(older) not in provenance["checkpoint"]
 
 
 def test_a_plain_lightning_module_exports_on_its_test_split_or_its_example_input(

@@ -63,10 +63,9 @@ def test_a_four_class_run_initialises_a_three_class_run(
 
 
 def test_init_from_refuses_what_cannot_work_in_one_line(
-    run_cli: Any, workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Any
 ) -> None:
-    source = run_cli("fit", "--run_name=source")
-    last = source.run_dir / "checkpoints/last.ckpt"
+    last = fitted("source") / "checkpoints/last.ckpt"
 
     def error(*args: str) -> str:
         capsys.readouterr()

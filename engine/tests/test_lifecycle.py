@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import yaml
 from lightning.pytorch import Trainer
 from support import FAST, RunCLI, hashes, metric_rows, run_dirs, run_main
 
-from runwright import runs
+from runwright.commands import rebuild
 from runwright.errors import TrainingInterrupted
 
 SCRIPTED = ["--model=helpers.ScriptedClassifier"]
@@ -117,8 +118,8 @@ def test_report_uses_the_runs_recorded_best_checkpoint(
     cli = run_cli("fit", *SCRIPTED, *args)
     assert epoch_of(cli.run_dir / "checkpoints" / "best.ckpt") == 0
     loaded: list[Path] = []
-    real_load_model = runs.load_model
-    monkeypatch.setattr(runs, "load_model", lambda p: loaded.append(Path(p)) or real_load_model(p))
+    real_load_model = rebuild.load_model
+    monkeypatch.setattr(rebuild, "load_model", lambda p: loaded.append(Path(p)) or real_load_model(p))
     code, out, _ = run_main(["report", str(cli.run_dir)], capsys)
     assert code == 0 and [p.name for p in loaded] == ["best-v2.ckpt"] and epoch_of(loaded[0]) == 2
     assert "confusion_matrix.png" in out
@@ -234,29 +235,29 @@ def test_a_plain_lightning_checkpoint_of_the_helpers_classes_reloads(tmp_path: P
 
 
 def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
 ) -> None:
     """A checkpoint copied out of its run (``model.ckpt`` in some folder) belongs to no run, even when
     the folder above holds an unrelated ``config.yaml``: ``fit`` from it starts a new run, and
     ``export`` asks for the config instead of reading the unrelated one."""
-    first = run_cli("fit")
+    first = fitted()
     shelf = workdir / "shelf" / "models"
     shelf.mkdir(parents=True)
     (shelf.parent / "config.yaml").write_text("unrelated: true\n")
     copy = shelf / "model.ckpt"
-    copy.write_bytes((first.run_dir / "checkpoints" / "best.ckpt").read_bytes())
+    copy.write_bytes((first / "checkpoints" / "best.ckpt").read_bytes())
     second = run_cli("fit", f"--ckpt_path={copy}", "--trainer.max_epochs=2")
-    assert second.run_dir.parent == workdir / "logs" and second.run_dir != first.run_dir
+    assert second.run_dir.parent == workdir / "logs" and second.run_dir != first
     assert not (shelf.parent / "metrics.csv").exists()
     code, _, err = run_main(["export", f"--ckpt_path={copy}", "--format=torchscript"], capsys)
     assert code != 0 and "model.ckpt is not inside a run folder" in err and "--config" in err
     assert "unrelated" not in err
 
 
-def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI) -> None:
+def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI, fitted: Callable[..., Path]) -> None:
     """The logger of a continued run comes from the command's config, like every trainer setting:
     continuing a CSV-logged run with another logger says so; repeating the run's logger does not."""
-    run_cli("fit")
+    fitted()
     with pytest.warns(UserWarning, match=r"logged with \['CSVLogger'\], with \['TensorBoardLogger'\]"):
         run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--trainer.logger=TensorBoardLogger")
     with warnings.catch_warnings():
@@ -264,18 +265,27 @@ def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI) -> None:
         run_cli("fit", "--trainer.max_epochs=3", "--ckpt_path=last")
 
 
-def test_a_model_setting_given_with_ckpt_path_that_the_checkpoint_replaces_warns(run_cli: RunCLI) -> None:
-    """With ``--ckpt_path`` the model comes from the checkpoint: an explicit ``--model...`` value that
-    it replaces is named in a warning; the value used is the checkpoint's, as the saved config says.
-    A value equal to the checkpoint's does not warn."""
-    first = run_cli("fit")
-    with pytest.warns(UserWarning, match=r"model\.optimizer\.lr=5\.0 is replaced by its 0\.01"):
-        run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--model.optimizer.init_args.lr=5")
-    saved = yaml.safe_load((first.run_dir / "config.resume-1.yaml").read_text())
-    assert saved["model"]["init_args"]["optimizer"]["init_args"]["lr"] == 0.01
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", "--ckpt_path: the model comes from the checkpoint")
-        run_cli("validate", "--ckpt_path=last", "--model.optimizer.init_args.lr=0.01")
+def test_an_optimizer_setting_given_with_ckpt_path_is_refused_as_its_state_continues(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
+) -> None:
+    """``fit --ckpt_path`` continues the optimizer's state (its LR included): an optimizer value other than
+    the checkpoint's would be recorded but never used, so it is one error line, and the run's files stay
+    as they were; the checkpoint's own value resumes."""
+    first = fitted()
+    before = hashes(first)
+    code, _, err = run_main(
+        ["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last", "--model.optimizer.init_args.lr=5"],
+        capsys,
+    )
+    assert code == 2
+    assert (
+        "model.optimizer.lr=5.0 (the checkpoint's 0.01) would never be used" in err.strip().splitlines()[-1]
+    )
+    assert hashes(first) == before
+    resumed = run_cli(
+        "fit", "--trainer.max_epochs=2", "--ckpt_path=last", "--model.optimizer.init_args.lr=0.01"
+    )
+    assert resumed.trainer.global_step == 4
 
 
 def test_data_values_given_with_ckpt_path_win_over_the_checkpoints(run_cli: RunCLI, workdir: Path) -> None:

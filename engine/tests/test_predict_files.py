@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 from support import RunCLI, main
 
-from runwright.runs import load_model
+from runwright.commands.rebuild import load_model
 
 QUIET = ["--trainer.logger=false"]
 

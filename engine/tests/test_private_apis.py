@@ -1,10 +1,11 @@
-"""The private Lightning (and jsonargparse) attributes that ``runwright/resume.py`` lists (its
+"""The private Lightning (and jsonargparse) attributes that ``runwright/private.py`` lists (its
 ``PRIVATE_ATTRIBUTES``): each exists in the installed version, and the behaviour it is used for still
 holds, so an upgrade that renames or changes one fails here, loudly, instead of silently breaking a resume."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,11 @@ from fixture_task import TinyImages
 from helpers import SyncDistClassifier
 from jsonargparse import ArgumentParser
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.cli import LightningCLI
 from support import RunCLI, every_step, metric_rows
 
-from runwright import resume
-from runwright.resume import PRIVATE_ATTRIBUTES, CheckpointReadOnce, synced_logs
+from runwright import private
+from runwright.cli import ProjectCLI
+from runwright.private import PRIVATE_ATTRIBUTES, synced_logs
 
 #: 3 epochs of 4 batches, every step checkpointed into ``<workdir>/steps`` as ``step=N.ckpt``.
 RUN = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=1"]
@@ -29,39 +30,37 @@ def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) 
     assert not [name for name in a if not torch.equal(a[name], b[name])], "not bit-identical"
 
 
-def test_every_private_attribute_exists_in_the_installed_lightning() -> None:
+def test_every_private_attribute_exists_in_the_installed_lightning(run_cli: RunCLI) -> None:
     trainer = Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     fit_loop = trainer.fit_loop
     owners: dict[str, Any] = {
-        "LightningCLI": LightningCLI,
+        "LightningCLI": run_cli("fit"),  # (its parsers are attributes of an instance)
         "_FitLoop": fit_loop,
         "_TrainingEpochLoop": fit_loop.epoch_loop,
         "Trainer": trainer,
         "ArgumentParser": ArgumentParser,
         "jsonargparse._typehints": importlib.import_module("jsonargparse._typehints"),
         "jsonargparse._util": importlib.import_module("jsonargparse._util"),
+        "lightning.pytorch.tuner.lr_finder": importlib.import_module("lightning.pytorch.tuner.lr_finder"),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:
         assert hasattr(owners[owner], attribute), (
-            f"{owner}.{attribute} is gone ({why}): see runwright/resume.py"
+            f"{owner}.{attribute} is gone ({why}): see runwright/private.py"
         )
     assert {owner for owner, _, _ in PRIVATE_ATTRIBUTES} == set(owners)
 
 
 def test_lightning_cli_still_reads_the_checkpoint_in_parse_ckpt_path_which_the_engine_skips(
-    run_cli: RunCLI, monkeypatch: pytest.MonkeyPatch
+    run_cli: RunCLI, monkeypatch: pytest.MonkeyPatch, fitted: Callable[..., Path]
 ) -> None:
     """``LightningCLI._parse_ckpt_path``: LightningCLI calls it once per command, and the engine's override
     makes it read nothing, so ``test --ckpt_path FILE`` deserializes the file twice in all: once in the
     engine, once in Lightning's own restore."""
-    fit = run_cli("fit")
-    ckpt = fit.run_dir / "checkpoints" / "last.ckpt"
+    ckpt = fitted() / "checkpoints" / "last.ckpt"
     calls: list[str] = []
-    skip = CheckpointReadOnce._parse_ckpt_path
-    monkeypatch.setattr(
-        CheckpointReadOnce, "_parse_ckpt_path", lambda self: calls.append("cli") or skip(self)
-    )
+    skip = ProjectCLI._parse_ckpt_path
+    monkeypatch.setattr(ProjectCLI, "_parse_ckpt_path", lambda self: calls.append("cli") or skip(self))
     load = torch.load
     monkeypatch.setattr(torch, "load", lambda *args, **kwargs: calls.append("load") or load(*args, **kwargs))
     run_cli("test", f"--ckpt_path={ckpt}")
@@ -113,11 +112,11 @@ def test_the_loggers_step_after_a_resume_at_max_steps_is_the_global_step(run_cli
 
 
 def test_the_engine_names_its_private_attributes_in_one_module() -> None:
-    """Nothing else in the engine reads these attributes: resume.py is the one place to update."""
-    engine = Path(resume.__file__).parent
+    """Nothing else in the engine reads these attributes: private.py is the one place to update."""
+    engine = Path(private.__file__).parent
     names = {attribute for _, attribute, _ in PRIVATE_ATTRIBUTES}
     for path in engine.rglob("*.py"):
-        if path.name != "resume.py":
+        if path.name != "private.py":
             text = path.read_text()
             assert not [name for name in names if f".{name}" in text], path
 

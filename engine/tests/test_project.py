@@ -85,7 +85,7 @@ def test_a_renamed_option_keeps_working_with_one_warning_and_is_saved_under_its_
     cli = project_cli(["fit", *FAST, "--runs_dir=elsewhere", "--trainer.logger=false"])
     assert cli.run_dir.parent == (workdir / "elsewhere").resolve()
     warning = "warning: `--runs_dir` is deprecated since runwright 0.2 and goes in 0.3: use `--logs_dir`"
-    assert [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line] == [warning]
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == [warning]
     (run,) = run_dirs(workdir / "elsewhere")
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["logs_dir"] == "elsewhere" and "runs_dir" not in saved

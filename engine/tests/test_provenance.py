@@ -17,7 +17,7 @@ from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from support import FAST, RunCLI, kept_environ, project_cli, run_dirs, run_main, run_module
 
 from runwright import provenance
-from runwright.runs import load_model
+from runwright.commands.rebuild import load_model
 
 GIT = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com"]
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from support import FAST, RunCLI, main, run_dirs, run_module, start_module, wait_for_file
 
-from runwright import pad_sequences
 from runwright.base import seeded_split
 from runwright.callbacks import CHECKS, HealthCheck
 from runwright.checkpointing import AtomicCheckpointIO
@@ -75,13 +76,14 @@ def test_non_finite_loss_stops_at_once_and_keeps_the_last_good_checkpoint(
 
 
 def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> None:
-    check = HealthCheck(disable=["label_range", "label_shape"])
-    padded, mask, lengths = pad_sequences([torch.ones(3, 1), torch.ones(1, 1)])  # NaN padding
-    assert torch.isnan(padded).any()
-    check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
+    check, trainer = HealthCheck(disable=["label_range", "label_shape"]), SimpleNamespace(training=True)
+    padded = torch.nn.utils.rnn.pad_sequence([torch.ones(3, 1), torch.ones(1, 1)], True, float("nan"))
+    lengths = torch.tensor([3, 1])
+    mask = torch.arange(3) < lengths.unsqueeze(1)  # True at real data
+    check.on_train_batch_start(trainer, torch.nn.Module(), (padded, mask, lengths, torch.zeros(2)), 0)
     padded[0, 1, 0] = float("nan")  # a NaN inside the real data
     with pytest.raises(HealthCheckError, match="1 NaN and 0 Inf values outside the padding mask"):
-        check._check_batch((padded, mask, lengths, torch.zeros(2)), "train", torch.nn.Module())
+        check.on_train_batch_start(trainer, torch.nn.Module(), (padded, mask, lengths, torch.zeros(2)), 1)
 
 
 # ---------------------------------------------------------------------------------- bad config
@@ -216,9 +218,8 @@ def test_an_optimizer_argument_it_rejects_is_a_clean_error_with_exit_2(
 
 # ---------------------------------------------------------------------------------- bad checkpoints
 @pytest.fixture
-def good_checkpoint(run_cli: RunCLI) -> Path:
-    cli = run_cli("fit")
-    return cli.run_dir / "checkpoints" / "last.ckpt"
+def good_checkpoint(fitted: Callable[..., Path]) -> Path:
+    return fitted() / "checkpoints" / "last.ckpt"
 
 
 def test_truncated_checkpoint_is_named(

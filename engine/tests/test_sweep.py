@@ -41,9 +41,13 @@ def write_sweep(path: Path, **settings: Any) -> Path:
 
 
 def read_trials(logs: Path, study: str) -> list[dict[str, str]]:
-    """The rows of ``<logs>/<study>_sweep/trials.csv``."""
+    """The rows of ``<logs>/<study>_sweep/trials.csv``, keyed without Optuna's ``params_`` and
+    ``user_attrs_`` prefixes."""
     with (logs / f"{study}_sweep" / "trials.csv").open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        rows = list(csv.DictReader(handle))
+    return [
+        {k.removeprefix("params_").removeprefix("user_attrs_"): v for k, v in row.items()} for row in rows
+    ]
 
 
 def stored_trials(logs: Path, study: str, storage: str | None = None) -> list[optuna.trial.FrozenTrial]:
@@ -92,18 +96,35 @@ class FailFromOutside(Callback):
 @pytest.mark.parametrize(
     "settings, named",
     [
-        ({"search_spaces": {BATCH: {"type": "int", "low": 8, "high": 16}}}, "search_spaces"),  # not a setting
         (
-            {"search_space": {"model.optimizer.init_args.lrr": {"type": "float", "low": 0.1, "high": 1}}},
+            {"search_spaces": {BATCH: {"name": "IntDistribution", "attributes": {"low": 8, "high": 16}}}},
+            "search_spaces",
+        ),  # not a setting
+        (
+            {
+                "search_space": {
+                    "model.optimizer.init_args.lrr": {
+                        "name": "FloatDistribution",
+                        "attributes": {"low": 0.1, "high": 1},
+                    }
+                }
+            },
             "lrr",
         ),
         (
-            {"search_space": {"trainer.max_epochs": {"type": "int", "low": 5, "high": 2}}},
+            {
+                "search_space": {
+                    "trainer.max_epochs": {"name": "IntDistribution", "attributes": {"low": 5, "high": 2}}
+                }
+            },
             "trainer.max_epochs",
         ),
-        ({"search_space": {BATCH: {"type": "categorical", "choices": []}}}, BATCH),
-        ({"search_space": {BATCH: {"type": "poisson", "low": 1, "high": 2}}}, "poisson"),
-        ({"search_space": {BATCH: {"type": "int", "low": 1, "hihg": 2}}}, "hihg"),
+        (
+            {"search_space": {BATCH: {"name": "CategoricalDistribution", "attributes": {"choices": []}}}},
+            BATCH,
+        ),
+        ({"search_space": {BATCH: {"name": "poisson", "attributes": {"low": 1, "high": 2}}}}, "poisson"),
+        ({"search_space": {BATCH: {"name": "IntDistribution", "attributes": {"low": 1, "hihg": 2}}}}, "hihg"),
         ({"pruner": {"class_path": "MedainPruner"}}, "MedainPruner"),
         ({"sampler": {"class_path": "TPESampler", "init_args": {"sed": 0}}}, "sed"),
         ({"enqueue_trials": [{"trainer.max_epochs": 3}]}, "trainer.max_epochs"),
@@ -144,11 +165,13 @@ def test_help_lists_the_sweep_settings(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_a_list_choice_reaches_fit_as_the_list(workdir: Path) -> None:
-    """Optuna stores plain choices only: a list is kept as its JSON text, which fit reads back as the list."""
+    """A list is one choice: the trial stores it and fit gets it as the list (as JSON on its command line)."""
     betas = "model.optimizer.init_args.betas"
     config = write_sweep(
         workdir / "lists.yaml",
-        search_space={betas: {"type": "categorical", "choices": [[0.9, 0.999], [0.8, 0.99]]}},
+        search_space={
+            betas: {"name": "CategoricalDistribution", "attributes": {"choices": [[0.9, 0.999], [0.8, 0.99]]}}
+        },
         enqueue_trials=[{betas: [0.8, 0.99]}],
     )
     sweep(
@@ -160,7 +183,7 @@ def test_a_list_choice_reaches_fit_as_the_list(workdir: Path) -> None:
         "--trainer.limit_train_batches=1",
     )
     (trial,) = stored_trials(workdir / "logs", "lists")
-    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.params == {betas: "[0.8, 0.99]"}
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.params == {betas: [0.8, 0.99]}
     saved = yaml.safe_load((workdir / "logs" / "lists_trial000" / "config.yaml").read_text())
     assert saved["model"]["init_args"]["optimizer"]["init_args"]["betas"] == [0.8, 0.99]
 
@@ -171,7 +194,8 @@ def test_a_value_the_parser_rejects_fails_its_trial_with_the_parsers_reason(
     """A trial's parser raises (jsonargparse's exit_on_error=False): its message is the trial's error;
     five such failures in a row stop the worker with one error line (exit code 1), results written."""
     config = write_sweep(
-        workdir / "floats.yaml", search_space={BATCH: {"type": "categorical", "choices": [1.5, 2.5]}}
+        workdir / "floats.yaml",
+        search_space={BATCH: {"name": "CategoricalDistribution", "attributes": {"choices": [1.5, 2.5]}}},
     )
     with pytest.raises(SystemExit) as exit_info:
         sweep("--config", str(config), "--n_trials", "1", *TRIAL)
@@ -193,8 +217,8 @@ def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_ru
     config = write_sweep(
         workdir / "prune.yaml",
         search_space={
-            LR: {"type": "float", "low": 1e-8, "high": 3e-2, "log": True},
-            BATCH: {"type": "categorical", "choices": [16, -1]},
+            LR: {"name": "FloatDistribution", "attributes": {"low": 1e-8, "high": 3e-2, "log": True}},
+            BATCH: {"name": "CategoricalDistribution", "attributes": {"choices": [16, -1]}},
         },
         pruner={"class_path": "MedianPruner", "init_args": {"n_startup_trials": 1, "n_warmup_steps": 0}},
         enqueue_trials=[
@@ -214,7 +238,8 @@ def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_ru
     assert good.name == "prune_trial000" and pruned.name == "prune_trial002"
     assert [epoch for epoch, _, _ in metric_rows(good, "val/acc")] == [0, 1, 2]
     pruned_epochs = [epoch for epoch, _, _ in metric_rows(pruned, "val/acc")]
-    assert len(pruned_epochs) == int(trials[2]["epochs"]) < 3, "stopped before its last epoch"
+    reported = stored_trials(workdir / "logs", "prune")[2].intermediate_values
+    assert len(pruned_epochs) == len(reported) < 3, "stopped before its last epoch"
     assert (pruned / "checkpoints" / "last.ckpt").is_file(), "the pruned epoch was saved"
     # the default objective is the fixture's <checkpoint.monitor>_best, its value at the end of the trial
     assert float(trials[0]["value"]) == pytest.approx(metric_rows(good, "val/acc_best")[-1][2])
@@ -344,7 +369,9 @@ def test_ddp_trials_are_one_trial_per_job_each_with_its_own_value(workdir: Path)
     trial runs, pruning works across the ranks, and no trial is left WAITING or RUNNING."""
     config = write_sweep(
         workdir / "ddp.yaml",
-        search_space={LR: {"type": "float", "low": 1e-8, "high": 5e-2, "log": True}},
+        search_space={
+            LR: {"name": "FloatDistribution", "attributes": {"low": 1e-8, "high": 5e-2, "log": True}}
+        },
         pruner={"class_path": "MedianPruner", "init_args": {"n_startup_trials": 2, "n_warmup_steps": 0}},
         enqueue_trials=[{LR: 5e-2}, {LR: 1e-6}, {LR: 1e-8}],
     )
@@ -427,7 +454,8 @@ def test_a_worker_stops_after_five_failed_trials_in_a_row(
 ) -> None:
     """Trials that the DataModule rejects (batch_size < 1): five failures in a row stop the worker."""
     config = write_sweep(
-        workdir / "broken.yaml", search_space={BATCH: {"type": "categorical", "choices": [-1, -2]}}
+        workdir / "broken.yaml",
+        search_space={BATCH: {"name": "CategoricalDistribution", "attributes": {"choices": [-1, -2]}}},
     )
     with pytest.raises(SystemExit) as exit_info:
         sweep("--config", str(config), "--n_trials", "3", *TRIAL)

@@ -5,7 +5,6 @@ its package to :func:`runwright.cli.main`; its classes may use the optional help
 __version__ = "0.1.0"
 
 from .base import BaseDataModule, BaseModule, Transformed, channel_mean_std, check_fractions, seeded_split
-from .collate import PadCollate, pad_sequences
 from .errors import ConfigError, DataError, ProjectError
 from .inputs import InputTensors, PredictInputs, read_image_files
 from .resume import resumable_train_loader
@@ -17,14 +16,12 @@ __all__ = [
     "ConfigError",
     "DataError",
     "InputTensors",
-    "PadCollate",
     "PredictInputs",
     "ProjectError",
     "Transformed",
     "WarmupCosineLR",
     "channel_mean_std",
     "check_fractions",
-    "pad_sequences",
     "read_image_files",
     "resumable_train_loader",
     "seeded_split",

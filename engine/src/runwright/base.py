@@ -215,8 +215,8 @@ class BaseDataModule(LightningDataModule):
     """DataLoader settings shared by the DataModules (PRACTICES.md row 7).
 
     Subclasses set ``self.train_set``, ``self.val_set`` and ``self.test_set`` in ``setup``, and may set
-    ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. to
-    :class:`~runwright.collate.PadCollate`. The training loader is resumable from any step
+    ``self.collate_fn`` (default ``None``: PyTorch's ``default_collate``), e.g. a padding one. The
+    training loader is resumable from any step
     (``resumable_train_loader``, ``runwright.resume``); its shuffle seed is the ``seed_everything``
     value (``PL_GLOBAL_SEED``, else a random one), fixed at the first :meth:`train_dataloader` call and
     kept in checkpoints (:meth:`state_dict`).

@@ -1,5 +1,5 @@
-"""Checkpoint files: ``last.ckpt``'s callback, atomic writes, checks that run before a checkpoint is
-used, and loading another run's weights into a new run (``fit --init_from``)."""
+"""Checkpoint files: the run's ``best.ckpt`` and ``last.ckpt`` callbacks, atomic writes, safe loading, and
+another run's weights loaded into a new run (``fit --init_from``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError
 from .provenance import warn_on_version_change
 
 
@@ -115,64 +115,8 @@ def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[
             f"checkpoint {str(file)!r} is not a readable PyTorch checkpoint (truncated or corrupt? "
             f"{type(error).__name__}: {str(error).splitlines()[0]})"
         ) from None
-    warn_on_version_change(checkpoint, file)  # saved under another torch/Lightning major.minor (issue 17)
+    warn_on_version_change(checkpoint, file)  # saved under another torch/Lightning major.minor
     return checkpoint
-
-
-def check_state_dict_fits(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Raise :class:`CheckpointError` naming ``path`` and the first key that does not fit ``model``.
-
-    Compares the checkpoint's ``state_dict`` with ``model.state_dict()``: missing keys, unexpected
-    keys, and the first tensor whose shape differs (with both shapes). For transfer learning from a
-    different model, load the weights yourself with ``strict=False`` (see README, "Checkpoints").
-    """
-    if "state_dict" not in checkpoint:
-        raise CheckpointError(f"checkpoint {str(path)!r} has no 'state_dict': not a Lightning checkpoint")
-    saved = checkpoint["state_dict"]
-    expected = model.state_dict()
-    for key, tensor in expected.items():
-        if key in saved and tuple(saved[key].shape) != tuple(tensor.shape):
-            raise CheckpointError(
-                f"checkpoint {str(path)!r} does not fit this model: {key!r} has shape "
-                f"{tuple(saved[key].shape)} in the checkpoint but {tuple(tensor.shape)} in the model "
-                f"({type(model).__name__}). Use the config the checkpoint was trained with."
-            )
-    missing = [key for key in expected if key not in saved]
-    unexpected = [key for key in saved if key not in expected]
-    if missing or unexpected:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} does not fit this model ({type(model).__name__}): "
-            f"missing keys {missing[:5]}{' ...' if len(missing) > 5 else ''}, "
-            f"unexpected keys {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
-        )
-
-
-def check_weight_averaging(trainer: Trainer, checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Refuse a resume whose weight averaging (Lightning's ``WeightAveraging``, e.g. the EMA preset
-    ``configs/callbacks/ema.yaml``) differs from the run's: a checkpoint of an averaging run holds the
-    averaged weights in ``state_dict`` and the trained ones in ``current_model_state``, and without the
-    callback Lightning would go on training from the averages as if they were the current weights.
-
-    Raises:
-        ConfigError: the checkpoint was saved with weight averaging and ``trainer`` has none, or the
-            other way round (the average would start at the resume instead of where the run started).
-    """
-    averaging = [type(cb).__name__ for cb in trainer.callbacks if isinstance(cb, WeightAveraging)]  # type: ignore[attr-defined]
-    saved = "current_model_state" in checkpoint
-    fresh = f"start a new run from its weights with --init_from={path}"
-    if saved and not averaging:
-        raise ConfigError(
-            f"--ckpt_path={path}: the run averaged its weights (its state_dict holds the averages, "
-            "current_model_state the trained weights), but this fit has no weight averaging and would "
-            "train on from the averages. Resume with the run's averaging (e.g. --config "
-            f"configs/callbacks/ema.yaml), or {fresh}"
-        )
-    if averaging and not saved:
-        raise ConfigError(
-            f"--ckpt_path={path}: the checkpoint was saved without weight averaging, but this fit averages "
-            f"({averaging[0]}), so the average would start here instead of where the run started. Resume "
-            f"without the averaging (drop configs/callbacks/ema.yaml), or {fresh}"
-        )
 
 
 def load_matching_weights(model: nn.Module, checkpoint: dict[str, Any], path: str | Path) -> str:

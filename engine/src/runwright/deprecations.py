@@ -51,12 +51,13 @@ def add_renamed_arguments(parser: Any) -> None:
         )
 
 
-def apply_renamed(config: Namespace) -> None:
-    """Move each old name's value given in ``config`` (a parsed config) to its new name, with the warning
-    line; the old name is left ``None``."""
+def apply_renamed(config: Namespace, warn: bool = True) -> None:
+    """Move each old name's value given in ``config`` (a parsed config) to its new name (with the warning
+    line); the old name is left ``None``."""
     for old, renamed in RENAMED.items():
         value = config.get(old)
         if value is not None:
-            warn_renamed(f"--{old}", f"--{renamed.new}", renamed.since, renamed.removed_in)
+            if warn:
+                warn_renamed(f"--{old}", f"--{renamed.new}", renamed.since, renamed.removed_in)
             config[renamed.new] = value
             config[old] = None

@@ -1,12 +1,13 @@
 """Read new inputs for ``predict --data.predict_path PATH``.
 
-A DataModule's ``read_predict_inputs(path)`` (:class:`~runwright.base.BaseDataModule`)
-returns a :class:`PredictInputs`: image files through :func:`read_image_files`, anything else (e.g.
-CSV rows) from the files that :func:`input_files` lists.
+A DataModule's ``read_predict_inputs(path)`` (:class:`~runwright.base.BaseDataModule`) returns a
+:class:`PredictInputs`: image files through :func:`read_image_files`, anything else (e.g. CSV rows) from
+the files that :func:`input_files` lists.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,17 +29,19 @@ class PredictInputs(NamedTuple):
 
 
 class InputTensors(Dataset[Tensor]):
-    """In-memory inputs ``[N, ...]``; item ``i`` is ``inputs[i]`` alone (no target, unlike
-    ``torch.utils.data.TensorDataset``, whose items are tuples)."""
+    """Item ``i`` is ``read(inputs[i])``, or ``inputs[i]`` alone without ``read``: in-memory inputs
+    ``[N, ...]`` (no target, unlike ``torch.utils.data.TensorDataset``, whose items are tuples), or, say,
+    file paths that ``read`` turns into input tensors when the loader asks for them (``read`` must pickle
+    for the loader's workers)."""
 
-    def __init__(self, inputs: Tensor) -> None:
-        self.inputs = inputs
+    def __init__(self, inputs: Tensor | Sequence[Any], read: Callable[[Any], Tensor] | None = None) -> None:
+        self.inputs, self.read = inputs, read
 
     def __len__(self) -> int:
         return len(self.inputs)
 
     def __getitem__(self, index: int) -> Tensor:
-        return self.inputs[index]
+        return self.inputs[index] if self.read is None else self.read(self.inputs[index])
 
 
 def input_files(path: Path) -> list[Path]:
@@ -46,41 +49,31 @@ def input_files(path: Path) -> list[Path]:
     (not hidden, not in subfolders), sorted by name. Raises ``DataError`` for a folder without files."""
     if path.is_file():
         return [path]
-    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
-    if not files:
+    if not (files := sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))):
         raise DataError(f"predict_path={str(path)!r}: the folder holds no file to predict on")
     return files
 
 
-class ImageFiles(Dataset[Tensor]):
-    """Image files read one at a time (in the loader's workers, so a folder larger than memory can be
-    predicted) with PIL, converted to ``mode`` (``"L"``, ``"RGB"``), then ``transform``.
+def _read_image(file: Path, mode: str | None = None, transform: Callable[[Any], Tensor] | None = None) -> Any:
+    """``transform`` of the image in ``file`` converted to ``mode`` (``"L"``, ``"RGB"``); without
+    ``mode``, only check the file (PIL's ``verify``: header and, for PNG, every chunk's checksum).
 
     Raises:
-        DataError: (from ``__getitem__``) a file cannot be decoded; the message names it.
+        DataError: PIL cannot read the file (``<file>: not a readable image: <reason>``).
     """
+    from PIL import Image
 
-    def __init__(self, files: Sequence[Path], mode: str, transform: Callable[[Any], Tensor]) -> None:
-        self.files, self.mode, self.transform = list(files), mode, transform
-
-    def __len__(self) -> int:
-        return len(self.files)
-
-    def __getitem__(self, index: int) -> Tensor:
-        from PIL import Image
-
-        try:
-            with Image.open(self.files[index]) as image:
-                return self.transform(image.convert(self.mode))
-        except (OSError, ValueError, SyntaxError) as error:
-            reason = f"{type(error).__name__}: {error}"
-            raise DataError(f"{self.files[index]}: not a readable image: {reason}") from error
+    try:
+        with Image.open(file) as image:
+            return transform(image.convert(mode)) if mode and transform else image.verify()
+    except (OSError, ValueError, SyntaxError) as error:
+        raise DataError(f"{file}: not a readable image: {type(error).__name__}: {error}") from error
 
 
 def read_image_files(path: Path, channels: int, transform: Callable[[Any], Tensor]) -> PredictInputs:
-    """The images at ``path`` (a file or a folder), converted to ``channels`` (1: grayscale, 3: RGB),
-    then ``transform``, read lazily (:class:`ImageFiles`). Each file is checked first with PIL
-    (``Image.open`` and ``verify``: header and, for PNG, every chunk's checksum); one that fails (a
+    """The images at ``path`` (a file or a folder), read lazily with PIL (in the loader's workers, so a
+    folder larger than memory can be predicted), converted to ``channels`` (1: grayscale, 3: RGB), then
+    ``transform``. Each file is checked first (:func:`_read_image` without a mode); one that fails (a
     text file, a truncated or corrupt image) is skipped and listed with the reason.
 
     Args:
@@ -91,19 +84,15 @@ def read_image_files(path: Path, channels: int, transform: Callable[[Any], Tenso
     Raises:
         DataError: no file at ``path`` is a readable image.
     """
-    from PIL import Image
-
-    good: list[Path] = []
-    skipped: list[tuple[str, str]] = []
+    good, skipped = list[Path](), list[tuple[str, str]]()
     for file in input_files(path):
         try:
-            with Image.open(file) as image:
-                image.verify()
+            _read_image(file)
             good.append(file)
-        except (OSError, ValueError, SyntaxError) as error:
-            skipped.append((str(file), f"not a readable image: {type(error).__name__}: {error}"))
+        except DataError as error:
+            skipped.append((str(file), str(error).removeprefix(f"{file}: ")))
     if not good:
-        reasons = "; ".join(f"{file}: {reason}" for file, reason in skipped[:3])
+        reasons = "; ".join(map(": ".join, skipped[:3]))
         raise DataError(f"predict_path={str(path)!r}: no readable image ({reasons})")
-    mode = {1: "L", 3: "RGB"}[channels]
-    return PredictInputs(ImageFiles(good, mode, transform), [file.name for file in good], skipped)
+    read = functools.partial(_read_image, mode={1: "L", 3: "RGB"}[channels], transform=transform)
+    return PredictInputs(InputTensors(good, read), [file.name for file in good], skipped)

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 import yaml
 from jsonargparse import Namespace
 
-from .resume import RecordsUnrecognized, unresolved_class_name
+from .private import RecordsUnrecognized, unresolved_class_name
 
 
 def closest(name: str, choices: Iterable[str]) -> list[str]:

@@ -13,7 +13,7 @@ Loading a checkpoint saved under another major.minor version of torch or Lightni
 
 from __future__ import annotations
 
-import copy
+import importlib.metadata
 import os
 import platform
 import shlex
@@ -21,129 +21,96 @@ import subprocess
 import sys
 import warnings
 from datetime import datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
-from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import Callback
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
 
-#: File name of the record in a run folder.
-PROVENANCE_FILE = "provenance.yaml"
-#: Key of the record in a checkpoint and in the W&B run config.
-CHECKPOINT_KEY = "provenance"
-#: Longest diff (characters) kept; a longer one is cut and says so.
-MAX_DIFF_CHARS = 50_000
-#: Most untracked file names listed.
-MAX_UNTRACKED = 20
+#: File name of the record in a run folder; its key in a checkpoint and in the W&B run config.
+PROVENANCE_FILE, CHECKPOINT_KEY = "provenance.yaml", "provenance"
+#: Longest diff (characters) kept, and most untracked file names listed.
+MAX_DIFF_CHARS, MAX_UNTRACKED = 50_000, 20
 #: Distributions whose versions are recorded (``torch`` gets its CUDA/cuDNN build as well).
 VERSIONED = ("runwright", "torch", "lightning", "torchmetrics", "jsonargparse", "wandb", "numpy")
 
 
-def _git(folder: str, *args: str, check: bool = True) -> str:
-    """Output of ``git -C folder ARGS`` (with ``check``, raises ``CalledProcessError`` on a non-zero exit)."""
-    command = ["git", "-C", folder, *args]
-    return subprocess.run(command, capture_output=True, text=True, check=check, timeout=30).stdout
-
-
 def git_state(folder: str | Path) -> dict[str, Any]:
-    """The git state of the checkout that holds ``folder``; never raises for a missing checkout or git.
+    """The git state of the checkout that holds ``folder``; never raises.
 
-    Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the
-    first commit; ``diff``, ``git diff HEAD`` of tracked files, is ``""`` when clean and cut at
+    Returns ``{"path", "commit", "dirty", "diff", "untracked"}`` (``commit`` is ``None`` before the first
+    commit; ``diff``, ``git diff HEAD`` of tracked files, is ``""`` when clean and cut at
     :data:`MAX_DIFF_CHARS` characters with a ``diff_cut`` note; at most :data:`MAX_UNTRACKED` untracked
-    names), else ``{"path", "git": "not a git checkout" | "git is not installed"}``, or
-    ``{"path", "commit", "git": "git failed: ..."}`` when ``git status``/``git diff`` fail.
+    names), else (no checkout, no git, git failing) ``{"path", "git": "not a git checkout"}``.
     """
     path = str(Path(folder).resolve())
-    try:
-        top = str(Path(_git(path, "rev-parse", "--show-toplevel").strip()))
-    except FileNotFoundError:
-        return {"path": path, "git": "git is not installed"}
-    except (subprocess.SubprocessError, OSError):
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, check=True).stdout
+
+    try:  # porcelain v2 starts with "# branch.oid <commit>" ("(initial)" before the first commit)
+        top, status = git("rev-parse", "--show-toplevel").strip(), git("status", "--porcelain=v2", "-b")
+        commit = None if (oid := status.split()[2]) == "(initial)" else oid
+        dirty = any(line[0] not in "#?" for line in status.splitlines())
+        diff = git("diff", "HEAD") if commit and dirty else ""
+    except (OSError, subprocess.SubprocessError):
         return {"path": path, "git": "not a git checkout"}
-    commit = _git(top, "rev-parse", "-q", "--verify", "HEAD", check=False).strip() or None  # None: no commit
-    state: dict[str, Any] = {"path": top, "commit": commit}
-    try:
-        status = _git(top, "status", "--porcelain", "--untracked-files=normal").splitlines()
-        state["dirty"] = any(not line.startswith("??") for line in status)
-        diff = _git(top, "diff", "HEAD") if commit and state["dirty"] else ""
-    except subprocess.SubprocessError as error:  # never stops a run
-        reason = ((getattr(error, "stderr", None) or "").strip() or str(error)).splitlines()[0]
-        return {**state, "git": f"git failed: {reason}"}
-    untracked = [line[3:] for line in status if line.startswith("??")]
-    more = [f"... and {len(untracked) - MAX_UNTRACKED} more"] if len(untracked) > MAX_UNTRACKED else []
-    state.update(diff=diff[:MAX_DIFF_CHARS], untracked=untracked[:MAX_UNTRACKED] + more)
+    untracked = [line[2:] for line in status.splitlines() if line[0] == "?"][:MAX_UNTRACKED]
+    state = dict(path=top, commit=commit, dirty=dirty, diff=diff[:MAX_DIFF_CHARS], untracked=untracked)
     if len(diff) > MAX_DIFF_CHARS:
-        state["diff_cut"] = (
-            f"cut at {MAX_DIFF_CHARS} of {len(diff)} characters; `git diff {commit}` shows all"
-        )
+        state["diff_cut"] = f"cut at {MAX_DIFF_CHARS} of {len(diff)} characters; see git diff {commit}"
     return state
 
 
 def versions() -> dict[str, Any]:
-    """Python and library versions, and torch's CUDA / cuDNN build (``None`` for a CPU build)."""
-    import torch
-
+    """Python and library versions (those that run: an imported module's ``__version__``, else the
+    installed one; ``None`` when not installed), and torch's CUDA / cuDNN build (``None`` for a CPU one)."""
     found: dict[str, Any] = {"python": platform.python_version()}
-    for name in VERSIONED:
-        try:  # the version that runs (torch's with its build: 2.4.1+cu121)
-            found[name] = str(getattr(sys.modules.get(name), "__version__", None) or version(name))
-        except PackageNotFoundError:
-            found[name] = None
+    for n in VERSIONED:
+        try:
+            found[n] = str(getattr(sys.modules.get(n), "__version__", None) or importlib.metadata.version(n))
+        except importlib.metadata.PackageNotFoundError:
+            found[n] = None
     return {**found, "torch_cuda": torch.version.cuda, "torch_cudnn": torch.backends.cudnn.version()}
 
 
-def devices(trainer: Trainer | None = None) -> dict[str, Any]:
-    """The accelerator and the names of the devices ``trainer`` runs on (the CPU without a trainer, as
-    for ``export``), e.g. ``{"accelerator": "CUDAAccelerator", "names": ["NVIDIA H100 80GB HBM3"]}``."""
-    import torch
-
-    name = type(trainer.accelerator).__name__ if trainer is not None else "none"
-    if trainer is not None and trainer.strategy.root_device.type == "cuda":
-        return {"accelerator": name, "names": [torch.cuda.get_device_name(i) for i in trainer.device_ids]}
-    cpu = f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
-    return {"accelerator": name, "names": [cpu]}
-
-
 def collect(trainer: Trainer | None = None, package: str | None = None, **extra: Any) -> dict[str, Any]:
-    """All the facts above as plain data (``yaml.safe_dump``-able, loadable with ``weights_only``) for a
-    run of the user's ``package`` (its checkout is ``git.package``; without it, the working
-    directory's); ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
-    import importlib
-
-    module = importlib.import_module(package) if package else None
-    source = Path(str(module.__file__)).resolve().parent if module is not None else Path.cwd()
-    package_git, working = git_state(source), git_state(Path.cwd())
-    seed = os.environ.get("PL_GLOBAL_SEED", "")
-    same = "commit" in working and working["path"] == package_git["path"]
+    """The facts (plain data: ``yaml.safe_dump``-able, loadable with ``weights_only``) of a run of the user's
+    ``package`` (its checkout is ``git.package``; without one, the working directory's) on ``trainer``'s
+    devices (the CPU without one); ``extra`` items (e.g. ``checkpoint=...``) are added at the top level."""
+    source = Path(str(importlib.import_module(package).__file__)).parent if package else Path.cwd()
+    git: dict[str, Any] = {"package": git_state(source), "working_dir": git_state(Path.cwd())}
+    if git["working_dir"] == git["package"]:
+        git["working_dir"] = "same checkout as package"
+    gpus = trainer.device_ids if trainer and trainer.strategy.root_device.type == "cuda" else []
+    cpu = f"cpu ({platform.machine()}, {os.cpu_count()} cores)"
+    names = [torch.cuda.get_device_name(i) for i in gpus] or [cpu]
+    seed = os.environ.get("PL_GLOBAL_SEED")
     return {
-        "command": shlex.join(getattr(sys, "orig_argv", sys.argv)),
+        "command": shlex.join(sys.orig_argv),
         "working_dir": str(Path.cwd()),
         "started": datetime.now().astimezone().isoformat(timespec="seconds"),  # local time, with its offset
-        "seed": int(seed) if seed.lstrip("-").isdigit() else None,
+        "seed": int(seed) if seed else None,
         **extra,
-        "git": {"package": package_git, "working_dir": "same checkout as package" if same else working},
+        "git": git,
         "versions": versions(),
-        "devices": devices(trainer),
+        "devices": {"accelerator": type(trainer.accelerator).__name__ if trainer else None, "names": names},
     }
 
 
 def write_provenance(folder: str | Path, facts: dict[str, Any], name: str = PROVENANCE_FILE) -> Path:
     """Write ``facts`` to ``folder/<name>`` and return its path. Each non-empty diff goes into its own
     file, ``<name stem>.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    record = copy.deepcopy(facts)
-    for checkout, state in record.get("git", {}).items():
+    (folder := Path(folder)).mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {**facts, "git": {}}
+    for checkout, state in facts["git"].items():
         if isinstance(state, dict) and state.get("diff"):
-            diff_file = folder / f"{Path(name).stem}.{checkout}.diff"
-            diff_file.write_text(state["diff"])
-            state["diff"] = f"{diff_file.name} ({len(state['diff'])} characters)"
-    path = folder / name
-    path.write_text(yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110))
+            (folder / (diff := f"{Path(name).stem}.{checkout}.diff")).write_text(state["diff"])
+            state = {**state, "diff": f"{diff} ({len(state['diff'])} characters)"}
+        record["git"][checkout] = state
+    (path := folder / name).write_text(yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110))
     return path
 
 
@@ -155,12 +122,10 @@ def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
 
 def summary(facts: dict[str, Any]) -> str:
     """One line: the package's commit (and ``dirty``), torch, lightning and the seed."""
-    git = facts.get("git", {}).get("package", {})
-    code = git.get("git", "no commit")  # "not a git checkout", "git is not installed", ...
-    if git.get("commit"):
-        code = f"commit {git['commit'][:12]}" + (" (dirty)" if git.get("dirty") else "")
-    found = facts.get("versions", {})
-    return f"{code}, torch {found.get('torch')}, lightning {found.get('lightning')}, seed {facts.get('seed')}"
+    git, found = facts["git"]["package"], facts["versions"]
+    dirty = " (dirty)" if git.get("dirty") else ""
+    code = f"commit {git['commit'][:12]}{dirty}" if git.get("commit") else git.get("git", "no commit")
+    return f"{code}, torch {found['torch']}, lightning {found['lightning']}, seed {facts['seed']}"
 
 
 class Provenance(Callback):
@@ -171,22 +136,18 @@ class Provenance(Callback):
 
     def __init__(self, package: str | None = None) -> None:
         self.package = package
-        self.facts: dict[str, Any] | None = None
+        self.facts: dict[str, Any] = {}
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Collect the facts once, write the file and update W&B (rank 0)."""
-        folder = trainer.log_dir or trainer.default_root_dir  # (broadcasts: asked on every rank)
-        if self.facts is not None:
+        if self.facts:
             return
+        folder = Path(trainer.log_dir or trainer.default_root_dir)  # on every rank: log_dir broadcasts
         self.facts = collect(trainer, self.package)
-        if not trainer.is_global_zero:
-            return
-        name, index = PROVENANCE_FILE, 1
-        while (Path(folder) / name).exists():  # a continued run keeps the first command's record
-            name, index = f"provenance.resume-{index}.yaml", index + 1
-        write_provenance(folder, self.facts, name)
-        for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger):
+        if trainer.is_global_zero:
+            n = len(list(folder.glob("provenance*.yaml")))  # a continued run keeps the first record
+            write_provenance(folder, self.facts, f"provenance.resume-{n}.yaml" if n else PROVENANCE_FILE)
+            for logger in (logger for logger in trainer.loggers if isinstance(logger, WandbLogger)):
                 logger.experiment.config.update({CHECKPOINT_KEY: self.facts}, allow_val_change=True)
 
     def on_save_checkpoint(
@@ -203,31 +164,19 @@ class VersionChangeWarning(UserWarning):
 _warned: set[str] = set()
 
 
-def _major_minor(text: str) -> list[str]:
-    """``["2", "4"]`` for the version ``2.4.1+cu121``."""
-    return str(text).split("+")[0].split(".")[:2]
-
-
 def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list[str]:
     """Warn (a :class:`VersionChangeWarning`, once per file per process) when ``checkpoint`` was saved
     under another major.minor version of Lightning (``pytorch-lightning_version``, which Lightning
     stores in every checkpoint) or of torch (``provenance.versions.torch``, stored by
     :class:`Provenance`). Returns the differences found (empty when none)."""
-    import lightning
-    import torch
-
-    saved_versions = (checkpoint.get(CHECKPOINT_KEY) or {}).get("versions") or {}
-    pairs = {  # Lightning stores its version in every checkpoint
-        "lightning": (checkpoint.get("pytorch-lightning_version"), lightning.__version__),
-        "torch": (saved_versions.get("torch"), torch.__version__),
-    }
+    saved = {**(checkpoint.get(CHECKPOINT_KEY) or {}).get("versions", {})}
+    saved["lightning"], running = checkpoint.get("pytorch-lightning_version"), versions()
     changes = [
-        f"{name} {saved} (now {running})"
-        for name, (saved, running) in pairs.items()
-        if saved is not None and _major_minor(saved) != _major_minor(running)
+        f"{name} {saved[name]} (now {running[name]})"
+        for name in ("lightning", "torch")
+        if saved.get(name) and saved[name].split(".")[:2] != running[name].split(".")[:2]
     ]
-    key = str(Path(path).resolve())
-    if changes and key not in _warned:
+    if changes and (key := str(Path(path).resolve())) not in _warned:
         _warned.add(key)
         message = f"checkpoint {str(path)!r} was saved under {', '.join(changes)}: results may differ"
         warnings.warn(f"{message}; install the versions in its provenance", VersionChangeWarning, 2)

@@ -1,10 +1,5 @@
 """Exact resume: per-epoch reseeding, generator states in the checkpoint, and the resumable training
-loader (PRACTICES.md rows 8 and 9; README, "Checkpoints and exact resume").
-
-This is the one module that touches private Lightning (and jsonargparse) attributes; each is named in
-:data:`PRIVATE_ATTRIBUTES` and pinned by the engine's ``tests/test_private_apis.py``, so that an upgrade that
-moves one fails loudly there instead of silently breaking a resume.
-"""
+loader (PRACTICES.md rows 8 and 9; the engine's README, "Checkpoints and exact resume")."""
 
 from __future__ import annotations
 
@@ -13,36 +8,20 @@ import os
 import random
 import warnings
 from collections.abc import Sized
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
-from jsonargparse import Namespace
-from jsonargparse._typehints import get_all_subclass_paths
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from torch.utils.data import Dataset, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 from torchdata.stateful_dataloader.sampler import RandomSampler
 
+from . import private
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-#: The private Lightning attributes used here: (owner, attribute, why).
-PRIVATE_ATTRIBUTES = (
-    ("LightningCLI", "_parse_ckpt_path", "skipped: the CLI has read the checkpoint once already"),
-    ("_FitLoop", "_data_fetcher", "a new iterator when a resume lands after an epoch's last batch"),
-    ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
-    ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
-    ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
-    ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
-    ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
-    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
-    ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
-    ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
-)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -55,17 +34,8 @@ def collect_rng_states(cuda: bool = True) -> dict[str, Any]:
     ``torch.load(weights_only=True)`` accepts (numpy's key array is stored as an ``int64`` tensor).
     Pass ``cuda=False`` in a DataLoader worker process (CUDA must not be initialised there)."""
     kind, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
-    states: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (
-            str(kind),
-            torch.from_numpy(np.asarray(keys).astype(np.int64)),
-            int(position),
-            int(has_gauss),
-            float(cached),
-        ),
-        "torch": torch.get_rng_state(),
-    }
+    numpy = (str(kind), torch.from_numpy(np.asarray(keys).astype(np.int64)), position, has_gauss, cached)
+    states: dict[str, Any] = {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state()}
     if cuda and torch.cuda.is_available():
         states["torch.cuda"] = torch.cuda.get_rng_state_all()
     return states
@@ -82,89 +52,14 @@ def set_rng_states(states: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["torch.cuda"])
 
 
-def synced_logs(trainer: Trainer) -> list[str]:
-    """Names of the values the running loop's model logged with ``self.log(..., sync_dist=True)`` as a
-    mean (the default ``reduce_fx``) or on every step, from the private ``trainer._results``: under
-    DDP, Lightning averages such a value over the processes with their sample counts rounded, and
-    syncs an ``on_step`` one in every step. Values logged as torchmetrics ``Metric`` objects are not
-    listed (they sync their own states exactly)."""
-    results = trainer._results
-    return sorted(
-        {
-            metric.meta.name
-            for metric in (results or {}).values()
-            if metric.is_tensor
-            and metric.meta.sync.should
-            and (metric.meta.on_step or metric.meta.is_mean_reduction)
-        }
-    )
-
-
-class CheckpointReadOnce(LightningCLI):
-    """LightningCLI without its own reading of ``--ckpt_path`` (``_parse_ckpt_path``, which loads the
-    whole file with ``weights_only=True`` whatever ``--weights_only`` says, and takes only the
-    model's hyperparameters): ``ProjectCLI`` (``runwright.cli``) reads the checkpoint once, in
-    ``parse_arguments``, and applies the model and the data it names."""
-
-    def _parse_ckpt_path(self) -> None:
-        """Nothing: the checkpoint was read and applied when the arguments were parsed."""
-
-
-class RecordsUnrecognized(LightningArgumentParser):
-    """LightningCLI's parser that keeps ``unrecognized``: the command-line arguments no option took (the
-    second value of jsonargparse's private ``_parse_known_args_internal``), which ``parser.Parser``'s
-    error explains with the closest option."""
-
-    unrecognized: list[str] = []
-
-    def _parse_known_args_internal(self, *args: Any, **kwargs: Any) -> tuple[Namespace, list[str]]:
-        namespace, self.unrecognized = super()._parse_known_args_internal(*args, **kwargs)
-        return namespace, self.unrecognized
-
-
-def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], list[str]] | None:
-    """The short class name (``--model=Clasifier``, ``class_path: Clasifier``) that jsonargparse found
-    no class for, the classes it had to be a subclass of, and the class paths jsonargparse resolves a
-    short name among (``get_all_subclass_paths``: imported, public, not abstract); ``None`` if
-    ``error`` is another error.
-
-    Read from the frames of ``error``'s traceback: jsonargparse resolves a short name among the
-    imported subclasses of ``adapt_typehints``' ``typehint`` (a class or a union of classes, or the
-    ``return_type`` of a callable such as an LR scheduler factory) and, when none has the name, raises
-    in ``import_object(name)``; neither value is in its exception."""
-    bases: tuple[type, ...] = ()
-    frame = error.__traceback__
-    while frame is not None:
-        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
-        if code == "adapt_typehints":
-            for hint in (local.get("typehint"), local.get("return_type")):
-                found = [c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None)]
-                bases = tuple(found) or bases
-        name = local.get("name")
-        if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
-            return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
-        frame = frame.tb_next
-    return None
-
-
 class ExactResume(Callback):
     """Make a resumed run draw exactly the random numbers, and see exactly the batches, of the
-    uninterrupted run.
-
-    - At each training epoch start python, numpy and torch (CPU and CUDA) are seeded with
-      :func:`epoch_seed` ``(seed, epoch)``, so an epoch's dropout and main-process augmentation do not
-      depend on what ran before it.
-    - Their states are saved in every checkpoint and restored in a resumed run's ``on_train_start``
-      (after Lightning created the training iterator, before the first batch), which also covers a
-      resume in the middle of an epoch.
-    - A model that reads ``trainer.estimated_stepping_batches`` in ``configure_optimizers`` (the usual
-      ``OneCycleLR`` recipe) makes Lightning build the training loader before the checkpoint's loader
-      state is restored (Lightning #20550): that state is loaded here instead, so the interrupted
-      epoch continues with the batches it had left, and an epoch that starts at the checkpoint gets
-      its own order (the early loader was shuffled for epoch 0).
-    - A resume must continue the run's LR schedule: a checkpoint with another number of LR schedulers
-      than the model now configures (e.g. saved without one) stops with a :class:`ConfigError`
-      instead of silently restarting the schedule (a warmup that starts again).
+    uninterrupted run: at each training epoch start python, numpy and torch are seeded with
+    :func:`epoch_seed` ``(seed, epoch)``; their states are saved in every checkpoint and restored in a
+    resumed run's ``on_train_start`` (also mid-epoch); loader state that Lightning missed (a model that
+    asked for ``trainer.estimated_stepping_batches``, Lightning #20550) is loaded here. A resume whose
+    model configures another number of LR schedulers than its checkpoint continues stops with a
+    :class:`ConfigError` (the schedule would restart).
 
     Args:
         seed: Base seed; ``None`` means the ``seed_everything`` value (env ``PL_GLOBAL_SEED``), and a
@@ -185,10 +80,8 @@ class ExactResume(Callback):
         self._align_step = False
 
     def _base_seed(self) -> int | None:
-        if self.seed is not None:
-            return self.seed
         env = os.environ.get("PL_GLOBAL_SEED")
-        return int(env) if env is not None else None
+        return self.seed if self.seed is not None else None if env is None else int(env)
 
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
@@ -205,24 +98,15 @@ class ExactResume(Callback):
             raise ConfigError(
                 f"--ckpt_path={trainer.ckpt_path}: the checkpoint continues {saved} LR scheduler(s), but the "
                 f"model now configures {now}; resuming would restart the schedule from step 0. Resume with "
-                "the run's own model.lr_scheduler (a checkpoint saved before the warmup-cosine schedule "
-                "became the model's lr_scheduler cannot continue its schedule: start a new run)."
+                "the run's own model.lr_scheduler, or start a new run from its weights (--init_from)."
             )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """In a resumed run: load loader state a too-early ``setup_data`` missed, restore the
         checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
         previous epoch's last batch its seeds and its own iterator."""
-        fit_loop = trainer.fit_loop
-        # Lightning #20550: a loader built before the restore (the model asked for the step count in
-        # configure_optimizers) missed the checkpoint's loader state and epoch (see the class docstring)
-        built_early = bool(fit_loop._combined_loader_states_to_load) and fit_loop._combined_loader is not None
-        if built_early and fit_loop.restarting:
-            fit_loop._load_combined_loader_states()  # the interrupted epoch continues where it was
-            iter(fit_loop._data_fetcher)  # type: ignore[arg-type]
-        elif built_early:
-            fit_loop._combined_loader_states_to_load = []  # a finished epoch: the next starts afresh
-            self._new_epoch_iterator(trainer)
+        if private.load_missed_loader_state(trainer):  # a finished epoch: the next starts afresh
+            private.new_epoch_iterator(trainer)
         self._align_step = trainer.ckpt_path is not None
         state, self._resume_state = self._resume_state, None
         if state is None:
@@ -233,31 +117,17 @@ class ExactResume(Callback):
             # Saved in on_train_batch_end of its epoch's last batch: Lightning (2.6) counts that epoch as
             # done and runs the next one without its on_train_epoch_start and without a new iterator.
             self.on_train_epoch_start(trainer, pl_module)
-            self._new_epoch_iterator(trainer)
-
-    @staticmethod
-    def _new_epoch_iterator(trainer: Trainer) -> None:
-        """Give the training loader a new iterator for ``current_epoch`` (its sampler's epoch set first)."""
-        sampler = getattr(trainer.train_dataloader, "sampler", None)
-        if callable(getattr(sampler, "set_epoch", None)):
-            sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
-        iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+            private.new_epoch_iterator(trainer)
 
     def on_train_batch_start(
         self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        """Note whether this is the epoch's last batch; after a resume, align the loggers' step.
-
-        Lightning's loggers count steps with the epoch loop's ``_batches_that_stepped``, equal to
-        ``global_step`` in an uninterrupted run (automatic optimization); some checkpoints saved at an
-        epoch's end (e.g. after ``max_steps``) restore it one ahead (step ``k`` logged at ``k + 1``).
-        """
+        """Note whether this is the epoch's last batch; after a resume, align the loggers' step with
+        ``global_step`` (:func:`~runwright.private.align_logger_step`)."""
         self._batch = (trainer.current_epoch, batch_idx + 1 >= trainer.num_training_batches)
         if self._align_step and pl_module.automatic_optimization:
             self._align_step = False
-            loop = trainer.fit_loop.epoch_loop
-            if loop._batches_that_stepped != trainer.global_step:
-                loop._batches_that_stepped = trainer.global_step
+            private.align_logger_step(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """A checkpoint from here on (or from validation on) is no longer one of a training batch's end."""
@@ -269,8 +139,7 @@ class ExactResume(Callback):
         """Seed python, numpy and torch with ``epoch_seed(seed, current_epoch)``."""
         if not self.enabled:
             return
-        base = self._base_seed()
-        if base is None:
+        if (base := self._base_seed()) is None:
             if not self._warned:
                 log.warning("ExactResume: no seed set (seed_everything is off); epochs are not reseeded")
                 self._warned = True
@@ -290,14 +159,10 @@ class ExactResume(Callback):
         """Take the seed and keep the generator states for ``on_train_start`` (a no-op for ``{}``)."""
         if not self.enabled or not state_dict:
             return
-        saved_seed = state_dict.get("seed")
-        if self.seed is None and saved_seed is not None:
-            current = self._base_seed()
-            if current is not None and current != saved_seed:
-                log.warning(
-                    "ExactResume: continuing with the checkpoint's seed %s, not %s", saved_seed, current
-                )
-            self.seed = int(saved_seed)
+        if self.seed is None and (saved := state_dict.get("seed")) is not None:
+            if (current := self._base_seed()) not in (None, saved):
+                log.warning("ExactResume: continuing with the checkpoint's seed %s, not %s", saved, current)
+            self.seed = int(saved)
         self._resume_state = state_dict
 
 

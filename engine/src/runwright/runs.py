@@ -1,26 +1,25 @@
 """Run folders: one new folder per run under ``logs_dir`` (or the folder of the run a checkpoint
-continues), the loggers pointed at it, ``config.yaml`` and a continued run's ``metrics.csv``; finding
-the checkpoints of earlier runs (``best``/``last``) and rebuilding a run's model and data outside the
-Trainer (export, report)."""
+continues), the loggers pointed at it, its ``config.yaml`` and a continued run's ``metrics.csv``, and the
+checkpoints of earlier runs (``--ckpt_path best|last``)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
+import itertools
 import os
 import sys
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
-from jsonargparse import ArgumentParser, Namespace
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from jsonargparse import Namespace
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
-from torch import Tensor
 
 from . import deprecations
 from .errors import CheckpointError, RunExistsError
@@ -43,92 +42,66 @@ def class_of(class_path: str) -> type:
     return cls
 
 
-def _is_worker_process() -> bool:
-    """True in a process that a launcher started for rank > 0 (or any torchrun/SLURM rank)."""
-    return "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
-
-
 def add_run_folder_arguments(parser: Any) -> None:
     """Add ``--logs_dir`` and ``--run_name`` (see :func:`create_run_dir`) to a jsonargparse parser."""
     parser.add_argument("--logs_dir", type=str, default="logs", help="Folder with one subfolder per run.")
     parser.add_argument("--run_name", type=str | None, default=None, help="Run folder name (default: auto).")
 
 
-def _launcher_job_name() -> str | None:
-    """A run name shared by every rank of a torchrun or SLURM job, or ``None`` outside one."""
-    torchrun_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-    if torchrun_id != "none":
-        return f"torchrun-{torchrun_id}"
-    if "SLURM_JOB_ID" in os.environ and "SLURM_PROCID" in os.environ:
-        return f"slurm-{os.environ['SLURM_JOB_ID']}"
-    return None
-
-
 def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None = None) -> Path:
     """Create and return a new, empty run folder ``<logs_dir>/<run_name>``.
 
-    Without ``run_name`` the name is ``<YYYY-mm-dd_HH-MM-SS>_<subcommand>``; if that folder exists
-    (two runs started in the same second) ``_2``, ``_3``, ... is appended. ``mkdir`` without
-    ``exist_ok`` makes the choice atomic, so runs started at the same time never share a folder.
-    Under torchrun (with ``--rdzv-id`` or ``--standalone``) or SLURM every rank is started on its own,
-    so the default name is the job's id (``torchrun-<id>``, ``slurm-<SLURM_JOB_ID>``) and all ranks
-    share that folder. In the worker processes of a multi-process launch the folder the launching
-    process created (passed down in :data:`RUN_DIR_ENV`) is returned instead.
+    Without ``run_name`` the name is ``<YYYY-mm-dd_HH-MM-SS>_<subcommand>``, with ``_2``, ``_3``, ...
+    appended when two runs start in the same second (``mkdir`` without ``exist_ok`` makes the choice
+    atomic). Under torchrun (``--rdzv-id`` or ``--standalone``) or SLURM, where every rank starts on
+    its own, the default name is the job's (``torchrun-<id>``, ``slurm-<SLURM_JOB_ID>``), shared by all
+    ranks. In the processes a launcher started for rank > 0 it is the launching process's folder
+    (:data:`RUN_DIR_ENV`).
 
     Raises:
         RunExistsError: ``run_name`` exists already, or is not a plain folder name.
     """
-    inherited = os.environ.get(RUN_DIR_ENV)
-    if inherited and _is_worker_process():
+    if (inherited := os.environ.get(RUN_DIR_ENV)) and (
+        "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
+    ):
         return Path(inherited)
     root = Path(logs_dir).expanduser().resolve()
     root.mkdir(parents=True, exist_ok=True)
-    job_name = _launcher_job_name()
-    if not run_name and job_name:
-        run_dir = root / job_name
-        run_dir.mkdir(exist_ok=True)
-    elif run_name:
-        if Path(run_name).name != run_name or run_name in (".", ".."):
-            raise RunExistsError(
-                f"run_name={run_name!r}: must be a plain folder name (no '/' or '..'); the run folder is "
-                f"created under logs_dir={str(logs_dir)!r}"
-            )
-        run_dir = root / run_name
+    torchrun = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    job = f"torchrun-{torchrun}" if torchrun != "none" else None
+    if job is None and "SLURM_JOB_ID" in os.environ and "SLURM_PROCID" in os.environ:
+        job = f"slurm-{os.environ['SLURM_JOB_ID']}"
+    if run_name and (Path(run_name).name != run_name or run_name in (".", "..")):
+        raise RunExistsError(f"run_name={run_name!r}: must be a plain folder name (no '/' or '..')")
+    if run_name or job:
         try:
-            run_dir.mkdir()
+            (run_dir := root / (run_name or str(job))).mkdir(exist_ok=not run_name)
         except FileExistsError:
-            raise RunExistsError(
-                f"run_name={run_name!r}: {run_dir} already exists; choose another name or leave "
-                "run_name unset for an automatic one"
-            ) from None
+            raise RunExistsError(f"run_name={run_name!r}: {run_dir} exists; choose another name") from None
     else:
         base = f"{datetime.now():%Y-%m-%d_%H-%M-%S}_{subcommand}"
-        for attempt in range(1, 10_000):
+        for attempt in itertools.count(1):
             run_dir = root / (base if attempt == 1 else f"{base}_{attempt}")
-            try:
+            with contextlib.suppress(FileExistsError):
                 run_dir.mkdir()
                 break
-            except FileExistsError:
-                continue
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
 
 
 def run_dir_of(ckpt_path: str | Path) -> Path | None:
-    """The run folder that holds ``ckpt_path`` (``<run>/checkpoints/<file>.ckpt`` next to
-    ``<run>/config.yaml``; also in a subfolder of ``checkpoints/``, which a filename such as
-    ``{epoch}-{val/acc:.3f}`` makes), or ``None`` for a checkpoint outside a run folder."""
-    parents = Path(ckpt_path).expanduser().resolve().parents
-    folder = next((parent for parent in parents if parent.name == "checkpoints"), None)
-    run_dir = folder.parent if folder is not None else None
-    return run_dir if run_dir is not None and (run_dir / "config.yaml").is_file() else None
+    """The run folder that holds ``ckpt_path`` (``<run>/checkpoints/**/<file>.ckpt`` next to
+    ``<run>/config.yaml``), or ``None`` for a checkpoint outside a run folder."""
+    folder = next(
+        (p for p in Path(ckpt_path).expanduser().resolve().parents if p.name == "checkpoints"), None
+    )
+    return folder.parent if folder is not None and (folder.parent / "config.yaml").is_file() else None
 
 
 def choose_run_dir(config: Namespace, subcommand: str) -> tuple[Path, bool]:
     """The run folder of this command and whether it continues an earlier run: ``fit --ckpt_path`` of a
     checkpoint inside a run folder continues that run there, unless ``--run_name`` names another run
-    (a branch; the run's own name, as in the command that started it, continues it too); anything
-    else gets a new folder (:func:`create_run_dir`)."""
+    (a branch); anything else gets a new folder (:func:`create_run_dir`)."""
     ckpt_path = config.get("ckpt_path")
     continued = run_dir_of(ckpt_path) if subcommand == "fit" and ckpt_path else None
     named = Path(config.logs_dir).expanduser().resolve() / str(config.run_name)
@@ -139,76 +112,50 @@ def choose_run_dir(config: Namespace, subcommand: str) -> tuple[Path, bool]:
 
 def best_checkpoint_of(last: Path) -> Path:
     """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that the
-    run's own best-checkpoint callback (``--checkpoint.*``) recorded, looked up in the same folder.
-
-    Reading the callback's own record makes ``best`` right for any ``save_top_k`` and any
-    ``checkpoint.filename`` (``best-v1.ckpt`` may be better than ``best.ckpt``); a ``ModelCheckpoint``
-    that the user added is never taken for it.
+    run's own :class:`~runwright.checkpointing.BestCheckpoint` recorded, looked up in the same folder
+    (the run may have moved). Right for any ``save_top_k`` and ``checkpoint.filename``; a user's own
+    ``ModelCheckpoint`` is never taken for it.
 
     Raises:
-        CheckpointError: ``last`` does not exist, the run recorded no best checkpoint, or the file
-            is gone.
+        CheckpointError: ``last`` does not exist, records no best checkpoint, or that file is gone.
     """
     if not last.is_file():
-        raise CheckpointError(
-            f"--ckpt_path=best: {last} does not exist, and the run's best checkpoint is read from it; "
-            "pass the checkpoint's path"
-        )
+        raise CheckpointError(f"--ckpt_path=best: {last}, which records the best checkpoint, does not exist")
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
-    # (ModelCheckpoint: the same callback in checkpoints written before it was BestCheckpoint; only
-    # there, so that a ModelCheckpoint the user added is never taken when the run has no best yet)
-    prefix = "BestCheckpoint" if any(key.startswith("BestCheckpoint") for key in state) else "ModelCheckpoint"
-    records = [
-        value
-        for key, value in state.items()
-        if key.startswith(prefix) and value.get("monitor") and value.get("best_model_path")
-    ]
+    records = [v for k, v in state.items() if k.startswith("BestCheckpoint") and v.get("best_model_path")]
     if not records:
         raise CheckpointError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
-    # relative to the callback's folder (a filename such as "{epoch}-{val/acc:.3f}" makes subfolders),
-    # and looked up in this run folder (it may have moved since)
     path, folder = Path(records[0]["best_model_path"]), records[0].get("dirpath")
-    relative = path.relative_to(folder) if folder and path.is_relative_to(folder) else Path(path.name)
-    best = last.parent / relative
+    best = last.parent / (path.relative_to(folder) if folder and path.is_relative_to(folder) else path.name)
     if not best.is_file():
         raise CheckpointError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
     return best
 
 
 def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
-    """The checkpoint file that ``--ckpt_path`` names, for every command (fit, validate, test,
-    predict, export, report).
-
-    The newest run is the run folder under ``logs_dir`` with the newest checkpoint file (by
-    modification time). ``last`` is its ``checkpoints/last.ckpt``; ``best`` is its best checkpoint
-    (:func:`best_checkpoint_of`); anything else is a path.
+    """The checkpoint file ``--ckpt_path`` names, for every command: a path, or ``last``/``best`` of the
+    newest run under ``logs_dir`` (the run folder with the newest checkpoint file), its
+    ``checkpoints/last.ckpt`` or its best checkpoint (:func:`best_checkpoint_of`).
 
     Raises:
         CheckpointError: no such file, no run under ``logs_dir`` has a checkpoint, or the newest run
             has no ``last.ckpt`` (an older run's is never taken instead).
     """
     if ckpt_path not in CHECKPOINT_ALIASES:
-        path = Path(ckpt_path).expanduser()
-        if not path.is_file():
+        if not (path := Path(ckpt_path).expanduser()).is_file():
             raise CheckpointError(
-                f"--ckpt_path={ckpt_path!r}: no such file. Pass a checkpoint file, or 'best'/'last' for "
-                f"the newest run under --logs_dir={str(logs_dir)!r}"
+                f"--ckpt_path={ckpt_path!r}: no such file (or pass best/last of the newest run)"
             )
         return path
     root = Path(logs_dir).expanduser()
     candidates = sorted(root.glob("*/checkpoints/**/*.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise CheckpointError(
-            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints; "
-            "train one with `fit` first, or pass the checkpoint's path"
+            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints; train one"
         )
-    run_dir = root / candidates[-1].relative_to(root).parts[0]
-    last = run_dir / "checkpoints" / "last.ckpt"
+    last = root / candidates[-1].relative_to(root).parts[0] / "checkpoints" / "last.ckpt"
     if ckpt_path == "last" and not last.is_file():
-        raise CheckpointError(
-            f"--ckpt_path=last: the newest run, {run_dir}, has no checkpoints/last.ckpt; pass the path "
-            "of the checkpoint you mean"
-        )
+        raise CheckpointError(f"--ckpt_path=last: the newest run has no {last}; pass the checkpoint's path")
     return last if ckpt_path == "last" else best_checkpoint_of(last)
 
 
@@ -297,22 +244,23 @@ class SaveConfig(SaveConfigCallback):
     def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
         portable = config.clone()
         for old in deprecations.RENAMED:
-            if old in portable:
-                del portable[old]
-        # (a subcommand parser's name ends with the subcommand)
-        if parser.prog.split()[-1] not in ("validate", "test", "predict"):
-            for key in RUN_KEYS:
-                if key in portable:
-                    portable[key] = None
+            portable.pop(old, None)
+        if parser.prog.split()[-1] not in ("validate", "test", "predict"):  # (the subcommand parser's)
+            for key in set(RUN_KEYS) & set(portable.keys()):
+                portable[key] = None
         super().__init__(parser, portable, *args, **kwargs)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
         self.folder = folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
-        index = 1
-        while trainer.is_global_zero and not self.already_saved and (folder / self.config_filename).exists():
+        for index in itertools.count(1):
+            if (
+                not trainer.is_global_zero
+                or self.already_saved
+                or not (folder / self.config_filename).exists()
+            ):
+                break
             self.config_filename = f"config.resume-{index}.yaml"
-            index += 1
         self.config_filename = trainer.strategy.broadcast(self.config_filename)  # rank 0's choice
         super().setup(trainer, pl_module, stage)
 
@@ -364,81 +312,3 @@ def saved_classes(checkpoint: dict[str, Any], run_dir: Path | None = None) -> di
             if name not in configs and isinstance(recorded.get(name), dict):
                 configs[name] = recorded[name]
     return configs
-
-
-def run_config_of(ckpt_path: Path) -> Path:
-    """The ``config.yaml`` of the run that wrote ``ckpt_path`` (``<run>/checkpoints/x.ckpt``).
-
-    Raises:
-        CheckpointError: ``ckpt_path`` is not in a run folder's ``checkpoints/`` next to its
-            ``config.yaml`` (pass the config explicitly then).
-    """
-    run_dir = run_dir_of(ckpt_path)
-    if run_dir is None:
-        raise CheckpointError(
-            f"{ckpt_path} is not inside a run folder (<run>/checkpoints/<file>.ckpt next to "
-            "<run>/config.yaml). Pass the run's config with --config PATH"
-        )
-    return run_dir / "config.yaml"
-
-
-def load_model(ckpt_path: str | Path) -> LightningModule:
-    """Build the model saved in a LightningCLI checkpoint, in eval mode on the CPU.
-
-    The checkpoint is read with ``torch.load(weights_only=True)``: its ``hyper_parameters`` hold the
-    model's ``_class_path`` and init arguments (saved by LightningCLI), which Lightning's trusted
-    instantiator turns back into the model (importing its module by its full dotted path); then the
-    weights are loaded.
-    """
-    from .checkpointing import load_checkpoint
-
-    load_checkpoint(ckpt_path)  # clear errors, and a warning when saved under other torch/Lightning versions
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
-        model = LightningModule.load_from_checkpoint(str(ckpt_path), map_location="cpu", weights_only=True)
-    return model.eval()
-
-
-def load_datamodule(config_path: str | Path) -> LightningDataModule:
-    """Instantiate the ``data`` section (``class_path`` + ``init_args``) of a run's ``config.yaml``.
-
-    Raises:
-        ValueError: the file has no ``data`` section.
-    """
-    config = yaml.safe_load(Path(config_path).read_text()) or {}
-    if not isinstance(config.get("data"), dict):
-        raise ValueError(f"{config_path}: no 'data' section (class_path, init_args) to build the data from")
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(LightningDataModule, "data", required=True, fail_untyped=False)
-    datamodule: LightningDataModule = parser.instantiate(parser.parse_object({"data": config["data"]})).data
-    return datamodule
-
-
-def split_batch(batch: Any) -> tuple[Any, Tensor | None]:
-    """Split a batch into ``(inputs, targets)``: a list or tuple is ``(inputs, targets, ...)``, a dict
-    its ``"input"``/``"target"`` entries (else its first and second), anything else inputs alone."""
-    if isinstance(batch, dict):
-        values = list(batch.values())
-        inputs = batch.get("input", values[0] if values else None)
-        return inputs, batch.get("target", values[1] if len(values) > 1 else None)
-    if isinstance(batch, (list, tuple)):
-        return batch[0], (batch[1] if len(batch) > 1 else None)
-    return batch, None
-
-
-@torch.no_grad()
-def predict_test_split(
-    model: torch.nn.Module, datamodule: LightningDataModule, desc: str = "test split"
-) -> tuple[Tensor, Tensor]:
-    """Run ``model`` over the whole test split; return ``(outputs [N, ...] float32, targets [N])``."""
-    from .progress import track
-
-    datamodule.setup("test")
-    loader = datamodule.test_dataloader()
-    outputs, targets = [], []
-    for batch in track(loader, total=len(loader), desc=desc):
-        inputs, target = split_batch(batch)
-        outputs.append(model(inputs).float())
-        if target is not None:
-            targets.append(target)
-    return torch.cat(outputs), torch.cat(targets) if targets else torch.empty(0, dtype=torch.int64)

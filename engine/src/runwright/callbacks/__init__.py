@@ -1,24 +1,25 @@
-"""The engine's callbacks (everything Lightning already has is used from Lightning)."""
+"""The engine's callbacks: what Lightning's own do not do (each says which of Lightning's it builds on)."""
 
-from .compile import CompileModel
+from .compile import CompileModel, compile_problem
 from .evaluation import DistributedEvaluation
 from .health import CHECKS, HealthCheck
-from .interruption import GracefulInterruption
+from .interruption import Interruption
 from .memory import MemoryGrowthWarning, MemoryMonitor
+from .monitor import TrainingMonitor
 from .prediction_writer import CSVPredictionWriter
 from .progress import LineProgressBar, default_extra_callbacks
-from .training_monitor import TrainingMonitor
 
 __all__ = [
     "CHECKS",
     "CSVPredictionWriter",
     "CompileModel",
     "DistributedEvaluation",
-    "GracefulInterruption",
     "HealthCheck",
+    "Interruption",
     "LineProgressBar",
     "MemoryGrowthWarning",
     "MemoryMonitor",
     "TrainingMonitor",
+    "compile_problem",
     "default_extra_callbacks",
 ]

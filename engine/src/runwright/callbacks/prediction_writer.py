@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,104 +14,64 @@ from ..errors import ConfigError
 
 
 class CSVPredictionWriter(BasePredictionWriter):
-    """Write one CSV row per predicted sample after ``trainer.predict``.
+    """Write one CSV row per predicted sample after ``trainer.predict`` (one predict dataloader).
 
-    Each ``predict_step`` returns a dict of ``[B]`` or ``[B, K]`` tensors (for the classifier:
-    ``pred`` int64, ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``), or one such tensor
-    (the column ``pred``). Columns are ``index``
-    (the sample's position in the predict dataset), ``input`` when the DataModule names its inputs
-    (the ``names`` of its ``predict_inputs``, a ``runwright.inputs.PredictInputs``: the file name,
-    or ``file:line`` of a CSV row, for ``--data.predict_path``), then the dict's keys in order; a
-    ``[B, K]`` value becomes ``K`` columns ``<key>_0`` ... ``<key>_<K-1>``. Files the DataModule
-    skipped (the ``skipped`` of its ``predict_inputs``) are listed in ``skipped.csv``
-    next to it (``input``, ``reason``). The file is ``<output_dir>/<filename>``, where
-    ``output_dir`` defaults to ``trainer.log_dir`` (the run folder). With several processes (DDP)
-    rank 0 gathers every process's rows and writes the one file, ordered by ``index``.
+    ``predict_step`` returns a dict of ``[B]`` or ``[B, K]`` tensors (the classifier's: ``pred`` int64,
+    ``prob`` float, ``probs`` ``[B, K]``, optionally ``target``) or one such tensor (named ``pred``). The
+    columns: ``index`` (the sample's position in the predict dataset), ``input`` when the DataModule has
+    ``predict_inputs`` (a :class:`~runwright.inputs.PredictInputs`: its ``names``), then the dict's keys in
+    order, a ``[B, K]`` value as ``K`` columns ``<key>_0`` ... ``<key>_<K-1>``. The ``skipped`` of
+    ``predict_inputs`` go to ``skipped.csv`` next to it (``input``, ``reason``). With several processes
+    (DDP) rank 0 gathers every process's rows and writes the one file, ordered by ``index``.
 
     Args:
-        output_dir: Folder for the CSV; ``None`` means the trainer's log folder.
+        output_dir: Folder for the CSV; ``None`` means the trainer's log folder (the run folder).
         filename: Name of the CSV file.
     """
 
     def __init__(self, output_dir: str | None = None, filename: str = "predictions.csv") -> None:
         super().__init__(write_interval="epoch")
-        self.output_dir = output_dir
-        self.filename = filename
+        self.output_dir, self.filename = output_dir, filename
 
-    def on_predict_batch_start(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        """Refuse a model without its own ``predict_step`` given ``(inputs, targets)`` batches (Lightning's
-        default ``predict_step`` passes the whole batch to ``forward``).
+    def on_predict_batch_start(self, trainer: Trainer, module: LightningModule, batch: Any, *_: Any) -> None:
+        """Refuse Lightning's default ``predict_step`` (it passes the whole batch to ``forward``) on
+        ``(inputs, targets)`` batches.
 
         Raises:
             ConfigError: the model has Lightning's ``predict_step`` and the batch is a tuple or list.
         """
-        if type(pl_module).predict_step is LightningModule.predict_step and isinstance(batch, (tuple, list)):
+        if type(module).predict_step is LightningModule.predict_step and isinstance(batch, (tuple, list)):
             raise ConfigError(
-                f"predict: {type(pl_module).__name__} has no predict_step, and Lightning's default passes "
-                f"the whole batch (a {type(batch).__name__} of {len(batch)}) to forward; add one, e.g. "
-                "def predict_step(self, batch, batch_idx): return self(batch[0]).softmax(dim=1)"
+                f"predict: {type(module).__name__} has no predict_step (Lightning's default passes the whole "
+                "batch to forward); add one: def predict_step(self, batch, batch_idx): return self(batch[0])"
             )
 
     def write_on_epoch_end(
-        self,
-        trainer: Trainer,
-        pl_module: LightningModule,
-        predictions: Sequence[Any],
-        batch_indices: Sequence[Any],
+        self, trainer: Trainer, pl_module: LightningModule, predictions: Any, batch_indices: Any
     ) -> None:
-        """Write all predictions of the epoch (dataloader 0) to the CSV and print its path.
-
-        Raises:
-            ConfigError: ``predict_step`` returned something other than a tensor or a dict of them.
-        """
-        folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
-        batches = predictions[0] if predictions and isinstance(predictions[0], list) else predictions
-        indices = batch_indices[0] if batch_indices and isinstance(batch_indices[0], list) else batch_indices
-        batches = [{"pred": batch} if isinstance(batch, torch.Tensor) else batch for batch in batches]
-        wrong = [type(batch).__name__ for batch in batches if not isinstance(batch, dict)]
-        if wrong:
-            raise ConfigError(
-                f"predict_step returned {wrong[0]}; the predictions CSV needs a tensor [B] or [B, K], or a "
-                "dict of them such as {'pred': ..., 'prob': ...}"
-            )
-        columns: dict[str, torch.Tensor] = {}
-        for key in batches[0] if batches else ():
-            tensor = torch.cat([torch.as_tensor(batch[key]).detach().cpu() for batch in batches])
-            if tensor.ndim == 2:  # [N, K]: one column per k
-                columns.update({f"{key}_{k}": column for k, column in enumerate(tensor.T)})
-            else:
-                columns[key] = tensor
-        size = len(next(iter(columns.values()), []))
-        index = [int(i) for batch in indices for i in batch]
-        if len(index) != size:  # Lightning had no sample indices (the loader is not a DataLoader)
-            index = list(range(size))
-        # the inputs a BaseDataModule read from its predict_path
-        found = getattr(getattr(trainer, "datamodule", None), "predict_inputs", None)
-        names = found.names if found is not None else None  # one per input (#15)
-        header = ["index", *(["input"] if names is not None else []), *columns] if columns else []
-        table = zip(index, *(column.tolist() for column in columns.values()), strict=True)
-        rows = [[i, *([names[i]] if names is not None else []), *values] for i, *values in table]
-        if trainer.world_size > 1 and torch.distributed.is_initialized():
-            # every process predicted its own share (each sample once): rank 0 writes them all, in order
+        """Write the predictions to the CSV and print its path."""
+        outputs = [batch if isinstance(batch, dict) else {"pred": batch} for batch in predictions]
+        inputs = getattr(getattr(trainer, "datamodule", None), "predict_inputs", None)
+        index = [int(i) for batch in batch_indices[0] for i in batch]
+        header = ["index", "input"] if inputs else ["index"]
+        columns = [index, [inputs.names[i] for i in index]] if inputs else [index]
+        for key in outputs[0] if outputs else ():
+            tensor = torch.cat([output[key] for output in outputs])
+            header += [key] if tensor.ndim == 1 else [f"{key}_{k}" for k in range(tensor[0].numel())]
+            columns += tensor.reshape(len(tensor), -1).T.tolist()
+        rows = list(zip(*columns, strict=True))
+        if trainer.world_size > 1:  # each process predicted its share: rank 0 writes them all, in order
             gathered: list[Any] = [None] * trainer.world_size
-            torch.distributed.all_gather_object(gathered, (header, rows))
-            header = next((h for h, _ in gathered if h), header)
-            rows = sorted((row for _, part in gathered for row in part), key=lambda row: row[0])
-        if not trainer.is_global_zero:
-            return
-        folder.mkdir(parents=True, exist_ok=True)
-        with (folder / self.filename).open("w", newline="") as handle:
-            csv.writer(handle).writerows([header, *rows] if header else [])
-        print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {folder / self.filename}")
-        if found is not None and found.skipped:
-            with (folder / "skipped.csv").open("w", newline="") as handle:
-                csv.writer(handle).writerows([("input", "reason"), *found.skipped])
-            count = len(found.skipped)
-            print(f"{count} input file{'s' * (count != 1)} skipped (not predicted), listed in {handle.name}")
+            torch.distributed.all_gather_object(gathered, rows)
+            rows = sorted((row for part in gathered for row in part), key=lambda row: row[0])
+        # on every process: trainer.log_dir is a broadcast under DDP
+        folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
+        if trainer.is_global_zero:
+            folder.mkdir(parents=True, exist_ok=True)
+            with (folder / self.filename).open("w", newline="") as handle:
+                csv.writer(handle).writerows([header, *rows])
+            print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {handle.name}")
+            if skipped := inputs.skipped if inputs else []:
+                with (folder / "skipped.csv").open("w", newline="") as handle:
+                    csv.writer(handle).writerows([("input", "reason"), *skipped])
+                print(f"{len(skipped)} input file{'s' * (len(skipped) != 1)} skipped: {handle.name}")

@@ -1,27 +1,33 @@
-"""``python -m <package> lr_find`` and ``python -m <package> scale_batch_size``:
-tuning from the CLI, with the same config files and overrides as ``fit``. Each creates a run folder
-``logs/<timestamp>_<command>/``, writes a small config there that applies its suggestion, and prints
-the ``fit`` command that reruns the experiment with it (:func:`rerun_command`).
-"""
+"""``python -m <package> lr_find`` and ``python -m <package> scale_batch_size``: Lightning's ``Tuner`` from
+the command line, with the same config files and overrides as ``fit``. Each writes into its run folder
+``logs/<timestamp>_<command>/`` a small config that applies its suggestion and prints the ``fit``
+command that reruns the experiment with it."""
 
 from __future__ import annotations
 
-import math
+import contextlib
 import shlex
-from collections.abc import Mapping, Sequence, Sized
+import warnings
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.cli import LightningArgumentParser, SaveConfigCallback
+from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ..cli import ProjectCLI
-from ..errors import ConfigError, ProjectError
-from ..provenance import Provenance
+from ..console import stdout_is_terminal
+from ..errors import ConfigError, ProjectError, first_line
+from ..private import lr_finder_without_progress_bar
+
+#: The smoothing factor of Lightning's LR finder (``_LRCallback(beta=0.98)``), undone by :func:`raw_losses`.
+LIGHTNING_BETA = 0.98
+#: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
+LIGHTNING_MAX_BATCH_SIZE = 8192
 
 
 class _TuneCLI(ProjectCLI):
@@ -56,59 +62,24 @@ class _TuneCLI(ProjectCLI):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
             parser.error(f"{given}: need 0 < min_lr < max_lr, num_training >= 2 and max_trials >= 1")
         trainer.logger = False
-        if self.run_label == "lr_find":
-            trainer.max_steps, trainer.max_epochs, trainer.limit_val_batches = tune.num_training, -1, 0
+        if self.run_label == "lr_find":  # the finder's steps, not the experiment's epochs
+            trainer.max_epochs, trainer.max_steps = -1, tune.num_training
 
 
-class LRRangeTest(Callback):
-    """The LR range test (Smith 2017, "Cyclical Learning Rates for Training Neural Networks", section
-    3.3) as the callback of one ``fit``: optimizer step ``t`` of ``num_steps`` runs with the LR
-    ``min_lr * (max_lr / min_lr) ** (t / (num_steps - 1))`` in every param group, and :attr:`lrs` and
-    :attr:`losses` record each step's LR and raw training loss (what ``training_step`` returned; NaN
-    for nothing). The run stops after the first non-finite loss.
-
-    The model's LR schedulers are dropped for the run (as Lightning's ``lr_find`` drops them): the test
-    sets the LR itself, and a ``ReduceLROnPlateau`` would wait for a validation metric it never computes.
-
-    Raises:
-        ConfigError: the model has more than one optimizer.
-    """
-
-    def __init__(self, min_lr: float, max_lr: float, num_steps: int) -> None:
-        self.schedule = np.geomspace(min_lr, max_lr, num_steps)
-        self.lrs: list[float] = []
-        self.losses: list[float] = []
-
-    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Check for one optimizer; drop the model's LR schedulers."""
-        if (count := len(trainer.optimizers)) != 1:
-            raise ConfigError(f"lr_find tests one optimizer's LR; {type(pl_module).__name__} has {count}")
-        trainer.strategy.lr_scheduler_configs = []
-
-    def on_train_batch_start(
-        self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int
-    ) -> None:
-        """Set the LR of the coming optimizer step."""
-        lr = float(self.schedule[min(trainer.global_step, len(self.schedule) - 1)])
-        for group in trainer.optimizers[0].param_groups:
-            group["lr"] = lr
-
-    def on_train_batch_end(
-        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        """Record the step's LR and loss (once per optimizer step when gradients accumulate)."""
-        if trainer.global_step == len(self.losses):
-            return  # accumulating: no optimizer step yet
-        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
-        self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
-        self.losses.append(math.nan if loss is None else float(loss))
-        if not math.isfinite(self.losses[-1]):
-            trainer.should_stop = True
+def raw_losses(smoothed: Sequence[float], beta: float = LIGHTNING_BETA) -> np.ndarray:
+    """The training loss of each step, ``[T]`` float64, from the losses Lightning's LR finder keeps: step
+    ``t`` (1-based) stores ``avg_t / (1 - beta ** (t + 1))``, where ``avg_t = beta * avg_{t-1} + (1 - beta)
+    * loss_t`` (the bias correction one step off: the first stored loss is ``loss_1 / (1 + beta)``, about
+    half the first loss). Exact up to float rounding; NaN where a step had no loss and after a NaN."""
+    steps = np.arange(1, len(smoothed) + 1)
+    averages = np.asarray(smoothed, dtype=np.float64) * (1 - beta ** (steps + 1))
+    return (averages - beta * np.concatenate([[0.0], averages[:-1]])) / (1 - beta)
 
 
 @dataclass
 class LRSuggestion:
-    """What :func:`suggest_lr` found: the LR, the smoothed curve it was read from, and warnings."""
+    """What :func:`suggest_lr` found: the LR and its step (``None`` from fewer than 5 finite losses), the
+    smoothed curve it was read from, and warnings."""
 
     lr: float | None
     index: int | None
@@ -118,7 +89,8 @@ class LRSuggestion:
 
 def suggest_lr(lrs: Sequence[float] | np.ndarray, losses: Sequence[float] | np.ndarray) -> LRSuggestion:
     """Suggest an initial LR from the per-step LRs and raw training losses, ``[T]`` each (Smith 2017,
-    section 3.3): the steepest descent of the loss per decade of LR before its minimum.
+    section 3.3): the steepest descent of the loss per decade of LR before its minimum, read from the
+    losses before the first non-finite one.
 
     The loss is smoothed by a centred moving average over ``max(5, T // 10)`` steps (odd), which, unlike
     an exponential one, does not shift the curve towards higher LRs. ``warnings`` flag an unreliable
@@ -126,112 +98,82 @@ def suggest_lr(lrs: Sequence[float] | np.ndarray, losses: Sequence[float] | np.n
     start), the minimum is at the last step (raise ``max_lr``), or a tenth of the LR at the minimum
     (Smith's other rule) is more than 10x away.
     """
-    lr, loss = (np.asarray(values, dtype=np.float64) for values in (lrs, losses))
-    finite = np.isfinite(loss)
-    if finite.sum() < 5:
-        return LRSuggestion(None, None, loss, ["fewer than 5 finite losses"])
-    end = len(loss) if finite.all() else int(np.argmin(finite))  # up to the first non-finite loss
-    lr, loss = lr[:end], loss[:end]
-    width = max(5, len(loss) // 10) | 1
+    lr, loss = np.asarray(lrs, dtype=np.float64), np.asarray(losses, dtype=np.float64)
+    end = next(iter(np.flatnonzero(~np.isfinite(loss))), len(loss))
+    if end < 5:
+        return LRSuggestion(None, None, loss[:end], ["fewer than 5 finite losses"])
+    lr, loss, width = lr[:end], loss[:end], max(5, end // 10) | 1
     smoothed = np.convolve(np.pad(loss, width // 2, mode="edge"), np.ones(width) / width, mode="valid")
     minimum = int(np.argmin(smoothed))
     index = int(np.argmin(np.gradient(smoothed, np.log10(lr))[: minimum + 1]))  # the steepest descent
-    start, low = float(smoothed[0]), float(smoothed[minimum])
-    notes: list[str] = []
+    start, low, notes = float(smoothed[0]), float(smoothed[minimum]), []
     if not low < 0.9 * start:
         notes.append(f"the smoothed loss fell only from {start:.4g} to {low:.4g} (less than 10%)")
     elif not smoothed[index] < 0.98 * start:
         notes.append(f"the suggestion {lr[index]:.3g} is on the flat start of the curve")
-    if minimum == len(smoothed) - 1:
+    if minimum == end - 1:
         notes.append("the loss was still falling at --tune.max_lr; raise it")
     if not 0.1 <= lr[index] / (tenth := lr[minimum] / 10) <= 10:
         notes.append(f"a tenth of the LR at the minimum loss ({tenth:.3g}) is over 10x from the suggestion")
     return LRSuggestion(float(lr[index]), index, smoothed, notes)
 
 
-def rerun_command(args: Sequence[str], suggestion: Path, package: str) -> str:
-    """The ``fit`` command that reruns the tuned experiment with the suggestion: ``args`` (the tuner's
-    own arguments, ``--config`` files and overrides in their order) without ``--tune.*``, then
-    ``--config suggestion`` (last, so it wins)."""
-    kept: list[str] = []
-    tokens = iter(args)
-    for arg in tokens:
-        if not arg.startswith("--tune."):
-            kept.append(arg)
-        elif "=" not in arg:
-            next(tokens, None)  # the option's value
-    return shlex.join(["python", "-m", package, "fit", *kept, "--config", str(suggestion)])
-
-
 def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
-    """Run the LR range test (:class:`LRRangeTest`) from ``--tune.min_lr`` to ``--tune.max_lr`` over
-    ``--tune.num_training`` steps of one ``fit`` on the training split, without validation, checkpoints,
-    health checks (the loss is meant to blow up at the end), progress bar or logger. Writes into the run
-    folder ``lr_find.csv`` (``lr,loss`` per step), ``lr_find.png`` (loss and smoothed loss vs LR, the
-    suggestion marked) and ``suggested_lr.yaml`` with the :func:`suggest_lr` LR, set as
-    ``model.init_args.optimizer`` for a model with an ``optimizer`` argument (e.g. ``BaseModule``), else as
-    its ``lr`` or ``learning_rate`` argument; a model with none of them gets no file, and the printed
-    lines say how to use the LR. Returns the LR and the file (or ``None``).
+    """Run Lightning's LR range test (``Tuner.lr_find``, exponential, early stop at 4x the best loss)
+    from ``--tune.min_lr`` to ``--tune.max_lr`` over ``--tune.num_training`` steps, and suggest an LR
+    from the raw losses (:func:`raw_losses`, :func:`suggest_lr`). Writes into the run folder
+    ``lr_find.csv`` (``lr,loss`` per step), ``lr_find.png`` (the losses and their smoothed curve vs LR,
+    the suggestion marked) and ``suggested_lr.yaml``, the LR as ``model.init_args.optimizer`` for a model
+    with an ``optimizer`` argument (``BaseModule``), else as its ``lr`` or ``learning_rate`` argument (a
+    model with none gets no file). Returns the LR and the file (or ``None``).
 
     Raises:
-        ProjectError: too few finite losses to suggest an LR (exit code 1; the plot is written).
-        ConfigError: the model has more than one optimizer (exit code 2).
+        ProjectError: fewer than 5 finite losses to suggest an LR from (exit code 1; the plot is written).
     """
     from .report import new_figure
 
-    with _TuneCLI(
-        "lr_find", args, package
-    ) as cli:  # bad --tune.* values stop here (exit 2), before a run folder
-        options = cli.config.tune
-        test = LRRangeTest(options.min_lr, options.max_lr, options.num_training)
-        # only what records the run stays (config.yaml, provenance): no checkpoints, checks or progress
-        kept = [cb for cb in cli.trainer.callbacks if isinstance(cb, (SaveConfigCallback, Provenance))]  # type: ignore[attr-defined]
-        cli.trainer.callbacks = [test, *kept]  # type: ignore[attr-defined]
-        print(f"lr_find: {options.num_training} steps, LR from {options.min_lr:.3g} to {options.max_lr:.3g}")
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule)
-    lrs, losses = np.array(test.lrs), np.array(test.losses)
+    with _TuneCLI("lr_find", args, package) as cli, warnings.catch_warnings():  # bad --tune.* stop here
+        warnings.filterwarnings("ignore", message=".*weights_only.*")  # the finder's temporary checkpoint
+        lr_range = {key: value for key, value in vars(cli.config.tune).items() if key != "max_trials"}
+        quiet = contextlib.nullcontext() if stdout_is_terminal() else lr_finder_without_progress_bar()
+        try:
+            with quiet:
+                finder = Tuner(cli.trainer).lr_find(
+                    cli.model, datamodule=cli.datamodule, update_attr=False, **lr_range
+                )
+        except MisconfigurationException as error:  # e.g. a model with two optimizers
+            raise ConfigError(f"lr_find: {first_line(error)}") from None
+    assert finder is not None  # (None only with fast_dev_run)
+    lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
     np.savetxt(cli.run_dir / "lr_find.csv", np.c_[lrs, losses], "%.9g", ",", header="lr,loss", comments="")
-    found = suggest_lr(lrs, losses)
-    plot = cli.run_dir / "lr_find.png"
+    found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
     figure, axes = new_figure()
     axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
     axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
     if (i := found.index) is not None:
         axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
-    finite = losses[np.isfinite(losses)]
-    if len(finite):  # keep the divergence at the end from squashing the rest of the curve
-        axes.set_ylim(float(finite.min()) * 0.9, float(np.percentile(finite, 95)) * 1.5)
     axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
     axes.legend()
     figure.savefig(plot)
     if found.lr is None:
-        raise ProjectError(
-            f"lr_find could not suggest an LR (too few finite losses); see {plot} and try more "
-            "--tune.num_training steps or a narrower --tune.min_lr/--tune.max_lr range"
-        )
-    model_class, init_args = cli.config.model.get("class_path"), cli.config.model.get("init_args") or {}
+        raise ProjectError(f"lr_find could not suggest an LR (fewer than 5 finite losses); see {plot}")
+    model, init_args = cli.config.model.class_path, cli.config.model.get("init_args") or {}
     name = next((name for name in ("optimizer", "lr", "learning_rate") if name in init_args), None)
-    setting: Any = found.lr
-    target = f"{model_class}'s {name}"
-    if name == "optimizer":  # jsonargparse gives even a default optimizer class a class_path
-        optimizer = init_args["optimizer"].get("class_path")
-        target = f"{optimizer} on {model_class}"
-        setting = {"class_path": optimizer, "init_args": {"lr": found.lr}}
+    # jsonargparse gives even a default optimizer class a class_path
+    optimizer = init_args["optimizer"]["class_path"] if name == "optimizer" else None
+    target = f"{optimizer} on {model}" if optimizer else f"{model}'s {name}"
+    setting = {"class_path": optimizer, "init_args": {"lr": found.lr}} if optimizer else found.lr
     print(f"Suggested LR: {found.lr:.3g}" + (f" for {target}" if name else "") + f" (plot: {plot})")
     for note in found.warnings:
         print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
     if name is None:
         print(
-            f"{model_class} has no optimizer, lr or learning_rate argument: set lr={found.lr:.3g} where its "
+            f"{model} has no optimizer, lr or learning_rate argument: set lr={found.lr:.3g} where its "
             "configure_optimizers builds the optimizer"
         )
         return found.lr, None
-    config, comment = {"model": {"init_args": {name: setting}}}, f"LR suggested by lr_find for {target}"
-    return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, comment, args, package)
-
-
-#: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
-LIGHTNING_MAX_BATCH_SIZE = 8192
+    config = {"model": {"init_args": {name: setting}}}
+    return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, package)
 
 
 def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
@@ -240,19 +182,16 @@ def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
     (Lightning stops only once it reaches the split: 2,048 on 1,168 samples); the message says which
     limit ended the search."""
     with _TuneCLI("scale_batch_size", args, package) as cli:
-        start = int(getattr(cli.datamodule, "batch_size", 2))
-        requested = int(cli.config.tune.max_trials)
+        start, requested = int(getattr(cli.datamodule, "batch_size", 2)), cli.config.tune.max_trials
         cli.datamodule.setup("fit")
         dataset = cli.datamodule.train_dataloader().dataset
         samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
         if samples is not None and start > samples:
-            cli.parser.error(
-                f"data.batch_size={start} is larger than the training split ({samples} samples); "
-                f"start from a smaller --data.batch_size"
-            )
-        trials = requested if samples is None else min(requested, math.floor(math.log2(samples / start)) + 1)
-        tuner = Tuner(cli.trainer)
-        size = tuner.scale_batch_size(cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials)
+            cli.parser.error(f"data.batch_size={start} is larger than the training split ({samples} samples)")
+        trials = requested if samples is None else min(requested, int(np.log2(samples / start)) + 1)
+        size = Tuner(cli.trainer).scale_batch_size(
+            cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials
+        )
         assert size is not None  # None only on ranks > 0; the tuning commands run in one process
     if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
         reason = f"batch size {size * 2} ran out of memory"
@@ -263,16 +202,23 @@ def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
     else:
         reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
     print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
-    data_class = cli.config.data.get("class_path")
-    config = {"data": {"class_path": data_class, "init_args": {"batch_size": int(size)}}}
-    comment = f"batch size suggested by scale_batch_size for {data_class}"
-    return int(size), _suggest(cli.run_dir / "suggested_batch_size.yaml", config, comment, args, package)
+    config = {"data": {"class_path": cli.config.data.class_path, "init_args": {"batch_size": size}}}
+    return size, _suggest(cli.run_dir / "suggested_batch_size.yaml", config, args, package)
 
 
-def _suggest(path: Path, config: dict[str, Any], comment: str, args: list[str], package: str) -> Path:
-    """Write the suggestion ``config`` to ``path`` under a ``# comment`` line; print the command using it."""
-    path.write_text(f"# {comment}\n" + yaml.safe_dump(config, sort_keys=False))
-    print(f"Use it: {rerun_command(args, path, package)}")
+def _suggest(path: Path, config: dict[str, Any], args: list[str], package: str) -> Path:
+    """Write the suggestion ``config`` to ``path``; print the ``fit`` command that reruns the tuned
+    experiment with it: ``args`` (the tuner's own arguments, ``--config`` files and overrides in their
+    order) without ``--tune.*``, then ``--config path`` (last, so it wins)."""
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    kept: list[str] = []
+    tokens = iter(args)
+    for arg in tokens:
+        if not arg.startswith("--tune."):
+            kept.append(arg)
+        elif "=" not in arg:
+            next(tokens, None)  # the option's value
+    print(f"Use it: {shlex.join(['python', '-m', package, 'fit', *kept, '--config', str(path)])}")
     return path
 
 

@@ -1,0 +1,83 @@
+"""The LR, gradient norm, epoch time and throughput of training."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_warn
+from torch.optim import Optimizer
+
+
+class TrainingMonitor(Callback):
+    """Log every ``log_every_n_steps`` optimizer steps ``train/grad_norm`` (the total 2-norm of the
+    gradients, ``torch.nn.utils.get_total_norm``, after AMP unscaling, before clipping; no host-device
+    sync) and, when the model has an LR scheduler, ``train/lr`` (the first param group's; ``train/lr_pg<i>``
+    the others'), in the step's own row of ``metrics.csv``; per epoch ``train/epoch_time_sec`` (its first
+    training batch to the end of its last, data loading included) and ``train/samples_per_sec`` (this
+    process's samples: the length of each batch's first tensor, over that time). Not Lightning's
+    ``LearningRateMonitor`` (it raises without a logger and writes rows of its own, without the epoch) or
+    ``ThroughputMonitor`` (it synchronizes a CUDA device after every batch). Warns at fit start when an
+    epoch's batch count is not a multiple of ``accumulate_grad_batches`` (the partial last window's
+    gradient is scaled down by the missing batches).
+
+    Args:
+        log_every_n_steps: Interval in optimizer steps; ``None``: the trainer's ``log_every_n_steps``;
+            0 turns the gradient norm and LR off.
+        enabled: Turn all of it off.
+
+    Raises:
+        ValueError: a negative ``log_every_n_steps``.
+    """
+
+    def __init__(self, log_every_n_steps: int | None = None, enabled: bool = True) -> None:
+        if log_every_n_steps is not None and log_every_n_steps < 0:
+            raise ValueError(f"log_every_n_steps={log_every_n_steps}: must be >= 0 (0 turns it off)")
+        self.log_every_n_steps, self.enabled = log_every_n_steps, enabled
+        self._epoch_start: float | None = None  # at the epoch's first batch (its workers started)
+        self._samples = 0
+
+    def on_before_optimizer_step(
+        self, trainer: Trainer, pl_module: LightningModule, optimizer: Optimizer
+    ) -> None:
+        """Log the gradient norm and LR of the step that Lightning writes to the loggers."""
+        every = self.log_every_n_steps
+        every = getattr(trainer, "log_every_n_steps", 50) if every is None else every  # (set by Lightning)
+        if not (self.enabled and every > 0 and (trainer.global_step + 1) % every == 0):
+            return
+        if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
+            for index, group in enumerate(optimizer.param_groups):
+                pl_module.log(f"train/lr_pg{index}" if index else "train/lr", group["lr"])
+        if grads := [p.grad for p in pl_module.parameters() if p.grad is not None]:
+            pl_module.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Warn about a partial accumulation window."""
+        batches, accumulate = trainer.num_training_batches, trainer.accumulate_grad_batches
+        if self.enabled and math.isfinite(batches) and (rest := int(batches) % accumulate):
+            rank_zero_warn(
+                f"an epoch has {int(batches)} training batches, not a multiple of accumulate_grad_batches="
+                f"{accumulate}: its last step's gradient is scaled by {rest}/{accumulate}; change "
+                "limit_train_batches or batch_size if that matters"
+            )
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._epoch_start, self._samples = None, 0
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, *_: Any) -> None:
+        """Start the epoch clock at its first batch; count the batch's samples."""
+        self._epoch_start = self._epoch_start or time.perf_counter()
+        first = batch[0] if isinstance(batch, (list, tuple)) else batch
+        self._samples += len(first) if isinstance(first, torch.Tensor) else 0
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Log the epoch's time and throughput."""
+        if self.enabled and self._epoch_start is not None:
+            if pl_module.device.type == "cuda":
+                torch.cuda.synchronize(pl_module.device)
+            pl_module.log("train/epoch_time_sec", seconds := time.perf_counter() - self._epoch_start)
+            if self._samples:
+                pl_module.log("train/samples_per_sec", self._samples / seconds)

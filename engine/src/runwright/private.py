@@ -1,0 +1,130 @@
+"""Every private Lightning and jsonargparse attribute the engine uses, behind one function each, and their
+registry :data:`PRIVATE_ATTRIBUTES`, which ``tests/test_private_apis.py`` checks against the installed
+versions so that an upgrade that moves one fails there, loudly. Each is used only where no public API
+gives what the engine promises (the reason is in the registry)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from typing import Any, get_args
+
+from jsonargparse import Namespace
+from jsonargparse._typehints import get_all_subclass_paths
+from lightning.pytorch import Trainer
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.tuner import lr_finder
+
+#: (owner, attribute, why): every private attribute below.
+PRIVATE_ATTRIBUTES = (
+    ("LightningCLI", "_parse_ckpt_path", "overridden to read nothing: the engine reads the checkpoint once"),
+    ("LightningCLI", "_subcommand_parsers", "the parser of the subcommand being run (its defaults, errors)"),
+    ("_FitLoop", "_data_fetcher", "a new iterator when a resume lands after an epoch's last batch"),
+    ("_FitLoop", "_combined_loader", "whether the training loader was built before the restore"),
+    ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
+    ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
+    ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
+    ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
+    ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
+    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
+    ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
+    ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
+    ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
+)
+
+
+def subcommand_parser(cli: LightningCLI) -> LightningArgumentParser | None:
+    """The parser of the subcommand ``cli`` runs (``None`` without a subcommand: ``run=False``)."""
+    subcommand = cli.config.get("subcommand")
+    return cli._subcommand_parsers.get(subcommand) if subcommand else None
+
+
+def load_missed_loader_state(trainer: Trainer) -> bool:
+    """When a model's ``configure_optimizers`` asked for ``trainer.estimated_stepping_batches``, Lightning
+    built the training loader before restoring the checkpoint's loader state (Lightning #20550): load
+    that state now, in a run that restarts mid-epoch, or forget it at an epoch boundary. Returns whether
+    the epoch then needs a new iterator (the boundary case)."""
+    loop = trainer.fit_loop
+    if not loop._combined_loader_states_to_load or loop._combined_loader is None:
+        return False
+    if loop.restarting:
+        loop._load_combined_loader_states()  # the interrupted epoch continues where it was
+        iter(loop._data_fetcher)  # type: ignore[arg-type]
+        return False
+    loop._combined_loader_states_to_load = []
+    return True
+
+
+def new_epoch_iterator(trainer: Trainer) -> None:
+    """Give the training loader a new iterator for ``current_epoch`` (its sampler's epoch set first)."""
+    sampler = getattr(trainer.train_dataloader, "sampler", None)
+    if callable(getattr(sampler, "set_epoch", None)):
+        sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
+    iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+
+
+def align_logger_step(trainer: Trainer) -> None:
+    """Set the loggers' step (the epoch loop's ``_batches_that_stepped``) to ``global_step``: some
+    checkpoints saved at an epoch's end restore it one ahead (step ``k`` logged at ``k + 1``)."""
+    loop = trainer.fit_loop.epoch_loop
+    if loop._batches_that_stepped != trainer.global_step:
+        loop._batches_that_stepped = trainer.global_step
+
+
+def synced_logs(trainer: Trainer) -> list[str]:
+    """Names of the values the running loop's model logged with ``self.log(..., sync_dist=True)`` as a
+    mean or on every step (``trainer._results``); torchmetrics ``Metric`` objects are not listed."""
+    results = trainer._results
+    return sorted(
+        {
+            metric.meta.name
+            for metric in (results or {}).values()
+            if metric.is_tensor
+            and metric.meta.sync.should
+            and (metric.meta.on_step or metric.meta.is_mean_reduction)
+        }
+    )
+
+
+class RecordsUnrecognized(LightningArgumentParser):
+    """LightningCLI's parser that keeps ``unrecognized``: the command-line arguments no option took (the
+    second value of jsonargparse's ``_parse_known_args_internal``), for the closest option's name."""
+
+    unrecognized: list[str] = []
+
+    def _parse_known_args_internal(self, *args: Any, **kwargs: Any) -> tuple[Namespace, list[str]]:
+        namespace, self.unrecognized = super()._parse_known_args_internal(*args, **kwargs)
+        return namespace, self.unrecognized
+
+
+def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], list[str]] | None:
+    """The short class name (``--model=Clasifier``) that jsonargparse found no class for, the classes it
+    had to be a subclass of, and the class paths a short name is resolved among; ``None`` for another
+    error. Read from the frames of ``error``'s traceback: the typehint is a local of ``adapt_typehints``
+    (a class, a union, or a callable's ``return_type``) and the name one of ``import_object``."""
+    bases: tuple[type, ...] = ()
+    frame = error.__traceback__
+    while frame is not None:
+        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+        if code == "adapt_typehints":
+            for hint in (local.get("typehint"), local.get("return_type")):
+                found = [c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None)]
+                bases = tuple(found) or bases
+        name = local.get("name")
+        if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
+            return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
+        frame = frame.tb_next
+    return None
+
+
+@contextlib.contextmanager
+def lr_finder_without_progress_bar() -> Iterator[None]:
+    """``Tuner.lr_find`` without its tqdm bar (its callback always draws one), for output that is not a
+    terminal, where each redraw would be a line."""
+    bar = lr_finder.tqdm
+    lr_finder.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        lr_finder.tqdm = bar
