@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support import FAST, project_cli
 
-from runwright.cli import ProjectCLI
+from runwright.cli import ProjectCLI, kept_environ
 from runwright.runs import RUN_DIR_ENV
 
 #: Libraries that the CLI imports lazily and that set warning filters when first imported: imported once
@@ -99,16 +99,14 @@ def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run folder of one ``fit`` of the fixture task with ``FAST``, trained once per session; tests
     take copies of it (:func:`fitted`)."""
     folder = tmp_path_factory.mktemp("trained")
-    before, cwd = dict(os.environ), os.getcwd()
-    os.environ["WANDB_MODE"] = "disabled"
+    cwd = os.getcwd()
     os.chdir(folder)
     try:
-        with warnings.catch_warnings():
+        with kept_environ(), warnings.catch_warnings():
+            os.environ["WANDB_MODE"] = "disabled"
             return project_cli(["fit", *FAST, "--run_name=trained"]).run_dir
     finally:
         os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(before)
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ import sklearn  # noqa: F401
 import torch
 
 from runwright import cli
-from runwright.cli import ProjectCLI
+from runwright.cli import ProjectCLI, kept_environ  # noqa: F401 (re-exported for the tests)
 from runwright.project import config_files
 from runwright.runs import RUN_DIR_ENV
 from runwright.testing import FAST
@@ -93,18 +92,6 @@ def run_module(
     if check and result.returncode != 0:
         raise AssertionError(f"exit {result.returncode}\nSTDOUT:\n{result.stdout}\nSTDERR:\n{result.stderr}")
     return result
-
-
-@contextmanager
-def kept_environ() -> Iterator[None]:
-    """Put ``os.environ`` back as it was afterwards: ``ProjectCLI(run=False)`` leaves the seed's and the
-    run folder's variables set for the caller's ``trainer.fit``."""
-    before = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(before)
 
 
 def run_main(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
