@@ -122,6 +122,31 @@ def test_validation_test_predict_and_export_use_the_average(run_cli: Any, workdi
     assert (exported - trained(images)).abs().max() > 1e-3
 
 
+def test_before_the_first_update_validation_checkpoints_and_test_use_trained_weights(
+    run_cli: Any,
+) -> None:
+    """``update_starting_at_step`` past the first epochs: until the average has its first update, every
+    validation, ``best.ckpt``/``last.ckpt`` and ``test`` use the trained weights, exactly as the same run
+    without averaging does (not the initial weights, the average that was never updated); from the first
+    update on, the average."""
+    run = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=2"]
+    plain = run_cli("fit", *run, "--run_name=plain")
+    never = run_cli("fit", *run, *EMA, "--trainer.callbacks.update_starting_at_step=100", "--run_name=never")
+    late = run_cli("fit", *run, *EMA, "--trainer.callbacks.update_starting_at_step=6", "--run_name=late")
+    val = {cli: [v for _, _, v in metric_rows(cli.run_dir, "val/loss")] for cli in (plain, never, late)}
+    assert len(val[plain]) == 3
+    assert val[never] == val[plain]  # no average yet in any epoch: the trained weights, every epoch
+    assert val[late][0] == val[plain][0]  # epoch 1 (steps 1-4) before the first update (step 7)
+    assert val[late][2] != val[plain][2]  # the average from then on
+    for name in ("best.ckpt", "last.ckpt"):
+        saved = checkpoint(never.run_dir / "checkpoints" / name)
+        assert_same(saved["state_dict"], checkpoint(plain.run_dir / "checkpoints" / name)["state_dict"])
+        assert_same(saved["state_dict"], saved["current_model_state"])
+    assert_same(never.model.state_dict(), plain.model.state_dict())  # the model after fit (test, export)
+    tested = [run_cli("test", f"--ckpt_path={cli.run_dir}/checkpoints/best.ckpt") for cli in (plain, never)]
+    assert len({float(cli.trainer.callback_metrics["test/loss"]) for cli in tested}) == 1
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_the_average_survives_a_resume_bit_for_bit(run_cli: Any, workdir: Path, num_workers: int) -> None:

@@ -367,3 +367,19 @@ def test_best_is_never_a_users_checkpoint_even_when_the_engines_has_none(
     assert len(list((run / "checkpoints").glob("epoch=0-step=*.ckpt"))) == 1
     code, _, err = run_main(["test", *FAST, "--ckpt_path=best"], capsys)
     assert code == 2 and "records no best checkpoint" in err, err
+
+
+def test_a_fit_into_a_checkpoint_folder_with_an_earlier_last_ckpt_starts_afresh(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """Two fits sharing one checkpoint folder (``--checkpoint.dirpath``/``--last_checkpoint.dirpath``):
+    the second trains from step 0 (it resumes only with ``--ckpt_path``), without a warning about
+    ``ckpt_path``."""
+    shared = [f"--checkpoint.dirpath={workdir / 'ckpts'}", f"--last_checkpoint.dirpath={workdir / 'ckpts'}"]
+    run_cli("fit", *shared, "--run_name=first")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = run_cli("fit", *shared, "--run_name=second")
+    assert second.trainer.ckpt_path is None
+    assert [step for _, step, _ in metric_rows(second.run_dir, "train/loss")] == [0, 1]
+    assert not [str(w.message) for w in caught if "ckpt_path" in str(w.message)]

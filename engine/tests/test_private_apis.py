@@ -15,6 +15,7 @@ from fixture_task import TinyImages
 from helpers import SyncDistClassifier
 from jsonargparse import ArgumentParser
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import EMAWeightAveraging
 from support import RunCLI, every_step, metric_rows
 
 from runwright import private
@@ -42,6 +43,7 @@ def test_every_private_attribute_exists_in_the_installed_lightning(run_cli: RunC
         "jsonargparse._typehints": importlib.import_module("jsonargparse._typehints"),
         "jsonargparse._util": importlib.import_module("jsonargparse._util"),
         "lightning.pytorch.tuner.lr_finder": importlib.import_module("lightning.pytorch.tuner.lr_finder"),
+        "WeightAveraging": EMAWeightAveraging(),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:

@@ -25,14 +25,10 @@ class BestCheckpoint(ModelCheckpoint):
 
     After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
     this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
-    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key is its own, so a
-    ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
+    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key starts with its
+    class name (Lightning's ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in
+    ``trainer.callbacks`` never takes its place.
     """
-
-    @property
-    def state_key(self) -> str:
-        """``ModelCheckpoint``'s key with this class's name."""
-        return "BestCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""
@@ -49,14 +45,9 @@ class LastCheckpoint(ModelCheckpoint):
     """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
     (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
 
-    Its state key is its own (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint`` with the same
-    settings (e.g. one that keeps every epoch) can be added next to it.
+    Its state key starts with its class name (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint``
+    with the same settings (e.g. one that keeps every epoch) can be added next to it.
     """
-
-    @property
-    def state_key(self) -> str:
-        """``ModelCheckpoint``'s key with this class's name."""
-        return "LastCheckpoint" + super().state_key.removeprefix("ModelCheckpoint")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

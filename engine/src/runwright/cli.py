@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from . import __version__, checks, private
 from .callbacks import (
+    AverageFromTrainedWeights,
     CompileModel,
     CSVPredictionWriter,
     DistributedEvaluation,
@@ -311,7 +312,7 @@ class ProjectCLI(LightningCLI):
         extra = [*shown, Provenance(self.package), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
-        kwargs.setdefault("callbacks", [*callbacks, *extra])
+        kwargs.setdefault("callbacks", [AverageFromTrainedWeights(), *callbacks, *extra])
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()

@@ -13,8 +13,10 @@ from typing import Any, get_args
 from jsonargparse import Namespace
 from jsonargparse._typehints import get_all_subclass_paths
 from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import WeightAveraging
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.tuner import lr_finder
+from torch.optim.swa_utils import AveragedModel
 
 #: (owner, attribute, why): every private attribute below.
 PRIVATE_ATTRIBUTES = (
@@ -31,6 +33,7 @@ PRIVATE_ATTRIBUTES = (
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
     ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
+    ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
 )
 
 
@@ -38,6 +41,11 @@ def subcommand_parser(cli: LightningCLI) -> LightningArgumentParser | None:
     """The parser of the subcommand ``cli`` runs (``None`` without a subcommand: ``run=False``)."""
     subcommand = cli.config.get("subcommand")
     return cli._subcommand_parsers.get(subcommand) if subcommand else None
+
+
+def average_model(callback: WeightAveraging) -> AveragedModel | None:
+    """The ``AveragedModel`` of a weight-averaging callback (``None`` outside ``fit``)."""
+    return callback._average_model
 
 
 def load_missed_loader_state(trainer: Trainer) -> bool:

@@ -1,5 +1,6 @@
 """The engine's callbacks: what Lightning's own do not do (each says which of Lightning's it builds on)."""
 
+from .averaging import AverageFromTrainedWeights
 from .compile import CompileModel, compile_problem
 from .evaluation import DistributedEvaluation
 from .health import CHECKS, HealthCheck
@@ -11,6 +12,7 @@ from .progress import LineProgressBar, default_extra_callbacks
 
 __all__ = [
     "CHECKS",
+    "AverageFromTrainedWeights",
     "CSVPredictionWriter",
     "CompileModel",
     "DistributedEvaluation",

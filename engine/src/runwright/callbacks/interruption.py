@@ -9,16 +9,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import OnExceptionCheckpoint
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ..checkpointing import LastCheckpoint
 from ..errors import TrainingInterrupted
 
 
-class Interruption(OnExceptionCheckpoint):
-    """Lightning's ``OnExceptionCheckpoint``, on SIGINT and SIGTERM only, into the run's ``last.ckpt``.
+class Interruption(Callback):
+    """A checkpoint on SIGINT and SIGTERM only, into the run's ``last.ckpt`` (what Lightning's
+    ``OnExceptionCheckpoint`` does on any exception; not that class, because with one present Lightning
+    turns every ``fit`` without ``ckpt_path`` into ``ckpt_path="last"``: it warns twice and resumes from
+    any ``last.ckpt`` already in a checkpoint folder).
 
     SIGTERM is Lightning's own: it stops at the end of the current training batch (every process of a
     DDP run). SIGINT is made to act the same way: a flag set by the signal, acted on at the end of the
@@ -32,8 +34,8 @@ class Interruption(OnExceptionCheckpoint):
     """
 
     def __init__(self, enabled: bool = True) -> None:
-        super().__init__(dirpath="checkpoints", filename="last")
         self.enabled = enabled
+        self.dirpath: str | Path = "checkpoints"
         self.requested = False
         self._previous: Any = None
 
@@ -43,6 +45,11 @@ class Interruption(OnExceptionCheckpoint):
         self.dirpath = (last.dirpath if last is not None else None) or str(
             Path(trainer.default_root_dir) / "checkpoints"
         )
+
+    @property
+    def ckpt_path(self) -> str:
+        """The checkpoint file written on SIGINT/SIGTERM."""
+        return str(Path(self.dirpath) / "last.ckpt")
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:  # a second Ctrl-C: give up waiting
@@ -76,7 +83,7 @@ class Interruption(OnExceptionCheckpoint):
         self.on_train_end(trainer, pl_module)
         if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
-        super().on_exception(trainer)
+        trainer.save_checkpoint(self.ckpt_path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
         epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
         message = (
@@ -88,7 +95,3 @@ class Interruption(OnExceptionCheckpoint):
             exception.args = (message,)  # the command's one error line
         elif trainer.is_global_zero:  # (SIGTERM ends the command without an error line of its own)
             print(f"error: {message}", file=sys.stderr, flush=True)
-
-    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Keep the checkpoint (Lightning's ``OnExceptionCheckpoint`` deletes its file here: ours is the
-        run's ``last.ckpt``)."""
