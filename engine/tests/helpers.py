@@ -384,3 +384,19 @@ class NoPredictStep(PlainClassifier):
     """``PlainClassifier`` with Lightning's own ``predict_step`` (``self(batch)``)."""
 
     predict_step = LightningModule.predict_step
+
+
+class NoHparamsClassifier(PlainClassifier):
+    """:class:`~fixture_task.PlainClassifier` that saves no hyperparameters (Lightning's docs' modules
+    often do not): its checkpoints name no class; ``num_classes`` comes from the data link."""
+
+    def __init__(self, num_classes: int = 10, lr: float = 0.01) -> None:
+        LightningModule.__init__(self)
+        self.lr = lr
+        self.net = torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, num_classes)
+        )
+        self.example_input_array = torch.zeros(2, 1, 8, 8)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.lr)

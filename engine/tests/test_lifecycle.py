@@ -383,3 +383,30 @@ def test_a_fit_into_a_checkpoint_folder_with_an_earlier_last_ckpt_starts_afresh(
     assert second.trainer.ckpt_path is None
     assert [step for _, step, _ in metric_rows(second.run_dir, "train/loss")] == [0, 1]
     assert not [str(w.message) for w in caught if "ckpt_path" in str(w.message)]
+
+
+def test_later_commands_rebuild_the_runs_engine_settings_and_warn_about_no_callback(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """A run with its own monitor, a health check switched off and EMA: ``fit --ckpt_path last`` without
+    repeating them continues with the run's best so far (by its monitor), and ``validate``/``test``/
+    ``predict --ckpt_path best`` run with the run's settings, without Lightning's warning about the
+    callbacks that created the checkpoint."""
+    own = ["--checkpoint.monitor=val/loss", "--checkpoint.mode=min", "--health.disable=[label_shape]"]
+    ema = ["--trainer.callbacks+=lightning.pytorch.callbacks.EMAWeightAveraging"]
+    first = run_cli("fit", *own, *ema, "--trainer.max_epochs=2", "--model.lr_scheduler=null")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = run_cli(
+            "fit", *ema, "--trainer.max_epochs=3", "--model.lr_scheduler=null", "--ckpt_path=last"
+        )
+        evaluated = [run_cli(command, "--ckpt_path=best") for command in ("validate", "test", "predict")]
+    assert resumed.run_dir == first.run_dir
+    best = resumed.trainer.checkpoint_callback
+    assert best is not None and best.monitor == "val/loss"  # type: ignore[attr-defined]
+    losses = [value for _, _, value in metric_rows(first.run_dir, "val/loss")]
+    assert len(losses) == 3 and float(best.best_model_score) == pytest.approx(min(losses))  # type: ignore[attr-defined]
+    for cli in evaluated:
+        saved = yaml.safe_load((cli.run_dir / "config.yaml").read_text())
+        assert saved["checkpoint"]["monitor"] == "val/loss" and saved["health"]["disable"] == ["label_shape"]
+    assert not [str(w.message) for w in caught if "callbacks used to create the checkpoint" in str(w.message)]

@@ -76,3 +76,22 @@ def test_predict_without_a_predict_step_on_input_target_batches_is_one_error_lin
     assert code == 2 and "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("error: predict: NoPredictStep has no predict_step"), err
     assert len(run_dirs(workdir / "logs")) == 1  # the predict run's folder is not left behind
+
+
+def test_a_module_that_saves_no_hyperparameters_is_rebuilt_by_every_command_that_reads_its_run(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its checkpoints name no class: ``test``, ``export`` and ``report`` rebuild it from the run's
+    ``config.yaml`` with the linked ``num_classes`` (4, the data's; its own default is 10)."""
+    fit = run_cli("fit", "--model=helpers.NoHparamsClassifier", "--checkpoint.monitor=val_acc")
+    assert "hyper_parameters" not in torch.load(fit.run_dir / "checkpoints/best.ckpt", weights_only=True)
+    tested = run_cli("test", "--ckpt_path=best")
+    assert tested.model.net[-1].out_features == 4 and "test_acc" in tested.trainer.callback_metrics
+    output = workdir / "model.pt"
+    assert (
+        run_main(["export", "--ckpt_path=best", "--format=torchscript", f"--output={output}"], capsys)[0] == 0
+    )
+    images = torch.zeros(3, 1, 8, 8)
+    torch.testing.assert_close(torch.jit.load(str(output))(images), fit.model.eval()(images).detach())
+    code, out, _ = run_main(["report", str(fit.run_dir)], capsys)
+    assert code == 0 and (fit.run_dir / "report/confusion_matrix.png").is_file(), out

@@ -56,7 +56,22 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     A crash or a kill while a checkpoint is written leaves the previous ``last.ckpt`` (or best) intact
     instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on one
     filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
+
+    With ``callback_states=False`` (``validate``, ``test``, ``predict``) a loaded checkpoint comes without
+    its callbacks' states, which only a resumed ``fit`` uses: Lightning would otherwise warn about every
+    callback of the run (its EMA, a checkpoint callback of another monitor) that the command lacks.
     """
+
+    def __init__(self, callback_states: bool = True) -> None:
+        super().__init__()
+        self.callback_states = callback_states
+
+    def load_checkpoint(self, path: str | Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Lightning's load, without the ``callbacks`` states unless ``callback_states``."""
+        checkpoint = super().load_checkpoint(path, *args, **kwargs)
+        if not self.callback_states:
+            checkpoint.pop("callbacks", None)
+        return checkpoint
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None

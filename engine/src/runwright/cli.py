@@ -1,7 +1,7 @@
 """``python -m <package> {fit,validate,test,predict}`` (a ``LightningCLI``) and :data:`EXTRA_COMMANDS`:
 defaults from YAML (the engine's, then the package's), then ``--config`` files, then dotted overrides;
-each run in its own folder; with ``--ckpt_path`` the checkpoint's model and data come right after the
-defaults, so whatever the user gives wins."""
+each run in its own folder; with ``--ckpt_path`` the model, data and engine settings of the checkpoint's
+run come right after the defaults, so whatever the user gives wins."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ from .runs import (
     resolve_checkpoint,
     run_dir_of,
     run_logger_config,
-    saved_classes,
+    saved_run,
     wandb_id_of,
 )
 
@@ -234,8 +234,9 @@ class ProjectCLI(LightningCLI):
 
     def parse_arguments(self, parser: LightningArgumentParser, args: ArgsType) -> None:
         """Parse the config. With ``--ckpt_path`` (a file, or ``best``/``last``), read the checkpoint once
-        (honouring ``--weights_only``) and parse again with its model and data as the first ``--config``
-        (after the default config files, before everything given). Resolve ``--init_from`` to a file."""
+        (honouring ``--weights_only``) and parse again with its run (model, data and engine settings,
+        :func:`~runwright.runs.saved_run`) as the first ``--config`` (after the default config files, before
+        everything given). Resolve ``--init_from`` to a file."""
         for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; errors show it
             if " [options] " in subparser.prog:
                 subparser.prog = f"python -m {self.package} {subparser.prog.rsplit(' ', 1)[-1]}"
@@ -247,11 +248,11 @@ class ProjectCLI(LightningCLI):
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 print(f"--ckpt_path: {path}")
-                saved = saved_classes(self.checkpoint, run_dir_of(path))
+                saved = saved_run(self.checkpoint, run_dir_of(path), tuple(GROUPS))
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
                     at = 1 if self.running else 0  # after the subcommand
-                    given = f"# the model and data of {path}\n{yaml.safe_dump(saved)}"
+                    given = f"# the run of {path}\n{yaml.safe_dump(saved)}"
                     super().parse_arguments(parser, [*argv[:at], "--config", given, *argv[at:]])
                     apply_renamed(self._config(), warn=False)
                 self._config().ckpt_path = str(path)
@@ -266,7 +267,7 @@ class ProjectCLI(LightningCLI):
             config.verbose = False
 
     def _parse_ckpt_path(self) -> None:
-        """Nothing: :meth:`parse_arguments` read the checkpoint and put its model and data in the config."""
+        """Nothing: :meth:`parse_arguments` read the checkpoint and put its run in the config."""
 
     def instantiate_classes(self) -> None:
         """Choose the run folder, build the model, the data and the trainer with the loggers, checkpoints
@@ -315,7 +316,9 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault("callbacks", [AverageFromTrainedWeights(), *callbacks, *extra])
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO(
+                callback_states=self.subcommand in (None, "fit")
+            )
         return trainer
 
     def after_instantiate_classes(self) -> None:

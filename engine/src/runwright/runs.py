@@ -294,21 +294,24 @@ def finish_wandb_run(is_global_zero: bool = True) -> None:
         print(f"W&B run saved offline; upload it with: wandb sync {' '.join(map(str, parts))}")
 
 
-def saved_classes(checkpoint: dict[str, Any], run_dir: Path | None = None) -> dict[str, Any]:
-    """The ``model`` and ``data`` configs (``{class_path, init_args}``) that LightningCLI saved in a
-    checkpoint's ``hyper_parameters`` and ``datamodule_hyper_parameters`` (``_class_path`` plus the
-    arguments). A part the checkpoint has no class for (a class that does not call
+def saved_run(
+    checkpoint: dict[str, Any], run_dir: Path | None = None, groups: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The run that wrote ``checkpoint``, as a config: the ``model`` and ``data`` configs
+    (``{class_path, init_args}``) that LightningCLI saved in its ``hyper_parameters`` and
+    ``datamodule_hyper_parameters`` (``_class_path`` plus the arguments), and the sections ``groups``
+    (the engine's callbacks: ``checkpoint``, ``health``, ...) of the ``config.yaml`` of ``run_dir``, the
+    run folder that holds it. A part the checkpoint has no class for (a class that does not call
     ``save_hyperparameters``, as a DataModule written the way Lightning's docs write one) is taken from
-    the ``config.yaml`` of ``run_dir``, the run that wrote the checkpoint; else it is absent (e.g. a
-    checkpoint of plain Lightning outside a run folder)."""
+    that ``config.yaml`` too; without a run folder (e.g. a checkpoint of plain Lightning) it is absent."""
     configs = {}
     for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
         saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
         if class_path := saved.pop("_class_path", None):
             configs[name] = {"class_path": class_path, "init_args": saved}
-    if run_dir is not None and len(configs) < 2:
+    if run_dir is not None:
         recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-        for name in ("model", "data"):
+        for name in ("model", "data", *groups):
             if name not in configs and isinstance(recorded.get(name), dict):
                 configs[name] = recorded[name]
     return configs

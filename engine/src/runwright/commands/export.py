@@ -135,7 +135,8 @@ def main(args: list[str], package: str) -> None:
     ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
     if not (config := cfg.config or ((run := run_dir_of(ckpt)) and run / "config.yaml")):
         parser.error(f"{ckpt} is not inside a run folder (next to its config.yaml): pass --config PATH")
-    model, datamodule = rebuild.load_model(ckpt), rebuild.load_datamodule(config)
+    datamodule = rebuild.load_datamodule(config)
+    model = rebuild.load_model(ckpt, datamodule)
     batch = parity_batch(model, datamodule)
     output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
     if not cfg.output:  # a run folder of its own: the provenance of the export next to the model

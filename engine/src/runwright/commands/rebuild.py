@@ -3,6 +3,7 @@ its model from a checkpoint, its data from its ``config.yaml``, and the model's 
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from pathlib import Path
 from typing import Any
@@ -15,21 +16,51 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
 from ..checkpointing import load_checkpoint
-from ..errors import ConfigError
+from ..errors import CheckpointError, ConfigError
+from ..runs import class_of, run_dir_of, saved_run
 
 
-def load_model(ckpt_path: str | Path) -> LightningModule:
-    """The model saved in a LightningCLI checkpoint, in eval mode on the CPU: read with
-    ``weights_only=True``, built from the ``_class_path`` and init arguments in its ``hyper_parameters``.
+def load_model(ckpt_path: str | Path, datamodule: LightningDataModule | None = None) -> LightningModule:
+    """The model of a checkpoint, in eval mode on the CPU, read with ``weights_only=True``: built from the
+    ``_class_path`` and init arguments in its ``hyper_parameters`` (LightningCLI's, for a model that calls
+    ``save_hyperparameters``), else from the ``model`` section of its run's ``config.yaml`` with the
+    arguments linked from ``datamodule`` (``num_classes``, ...: :data:`~runwright.cli.DATA_LINKS`).
 
     Raises:
         CheckpointError: see :func:`~runwright.checkpointing.load_checkpoint` (which also warns when the
-            file was saved under another torch/Lightning major.minor version).
+            file was saved under another torch/Lightning major.minor version); the checkpoint names no
+            model class and lies in no run folder.
     """
-    load_checkpoint(ckpt_path)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
-        return LightningModule.load_from_checkpoint(ckpt_path, map_location="cpu", weights_only=True).eval()
+    from ..cli import DATA_LINKS
+
+    checkpoint = load_checkpoint(ckpt_path)
+    if "_class_path" in (checkpoint.get("hyper_parameters") or {}):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
+            return LightningModule.load_from_checkpoint(
+                ckpt_path, map_location="cpu", weights_only=True
+            ).eval()
+    config = saved_run(checkpoint, run_dir_of(ckpt_path)).get("model")
+    if config is None:
+        raise CheckpointError(
+            f"checkpoint {str(ckpt_path)!r} names no model class (its model saves no hyperparameters) and "
+            "is not inside a run folder with a config.yaml: use a checkpoint of a run"
+        )
+    init_args = dict(config.get("init_args") or {})
+    for target, source in DATA_LINKS.items():  # as the CLI links them when it builds the run
+        attribute, first = source.removesuffix("[0]"), source.endswith("[0]")
+        if target in inspect.signature(class_of(config["class_path"])).parameters and hasattr(
+            datamodule, attribute
+        ):
+            value = getattr(datamodule, attribute)
+            init_args[target] = int(value[0]) if first else value
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_subclass_arguments(LightningModule, "model", required=True, fail_untyped=False)
+    model: LightningModule = parser.instantiate(
+        parser.parse_object({"model": {**config, "init_args": init_args}})
+    ).model
+    model.load_state_dict(checkpoint["state_dict"])
+    return model.eval()
 
 
 def load_datamodule(config_path: str | Path) -> LightningDataModule:

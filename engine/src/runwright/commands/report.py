@@ -67,8 +67,11 @@ def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[
         axes.legend()
         figure.savefig(written.setdefault(name, output / f"{name}.png"))
     try:
-        model = rebuild.load_model(ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt"))
-        logits, targets = rebuild.predict_test_split(model, rebuild.load_datamodule(run_dir / "config.yaml"))
+        datamodule = rebuild.load_datamodule(run_dir / "config.yaml")
+        model = rebuild.load_model(
+            ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt"), datamodule
+        )
+        logits, targets = rebuild.predict_test_split(model, datamodule)
         if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
             raise ConfigError("the model is not a classifier (needs [N, K] logits and class targets)")
     except (ProjectError, FileNotFoundError) as error:
