@@ -119,7 +119,9 @@ def test_report_uses_the_runs_recorded_best_checkpoint(
     assert epoch_of(cli.run_dir / "checkpoints" / "best.ckpt") == 0
     loaded: list[Path] = []
     real_load_model = rebuild.load_model
-    monkeypatch.setattr(rebuild, "load_model", lambda p: loaded.append(Path(p)) or real_load_model(p))
+    monkeypatch.setattr(
+        rebuild, "load_model", lambda p, data: loaded.append(Path(p)) or real_load_model(p, data)
+    )
     code, out, _ = run_main(["report", str(cli.run_dir)], capsys)
     assert code == 0 and [p.name for p in loaded] == ["best-v2.ckpt"] and epoch_of(loaded[0]) == 2
     assert "confusion_matrix.png" in out

@@ -95,3 +95,41 @@ def test_a_module_that_saves_no_hyperparameters_is_rebuilt_by_every_command_that
     torch.testing.assert_close(torch.jit.load(str(output))(images), fit.model.eval()(images).detach())
     code, out, _ = run_main(["report", str(fit.run_dir)], capsys)
     assert code == 0 and (fit.run_dir / "report/confusion_matrix.png").is_file(), out
+
+
+def test_a_monitor_the_model_does_not_log_stops_at_the_sanity_check_with_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default ``checkpoint.monitor`` (``val/acc``) with a module that logs ``val_acc``: exit 2 at the
+    sanity check, before any training step, one line naming the option, the closest logged key and
+    the keys; no run folder. A monitor logged in the module's own ``on_validation_epoch_end``, or one of
+    training (logged from the first step on), is found."""
+    plain = [f"--model={PLAIN_MODEL}", f"--data={PLAIN_DATA}", "--trainer.max_epochs=1"]
+    code, _, err = run_main(["fit", *plain, "--trainer.limit_train_batches=2"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: --checkpoint.monitor=val/acc: the model logs no such value; did you mean")
+    assert "`val_acc`" in err and "(it logged val_loss, val_acc)" in err
+    assert not (workdir / "logs").exists()
+    for monitor, model in (("val/score", "helpers.EpochEndScore"), ("train_loss", PLAIN_MODEL)):
+        args = [
+            *plain,
+            f"--model={model}",
+            f"--checkpoint.monitor={monitor}",
+            "--trainer.limit_train_batches=2",
+        ]
+        assert run_main(["fit", *args], capsys)[0] == 0, monitor
+
+
+def test_without_a_monitor_best_is_the_latest_epoch_for_fit_and_test_alike(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--checkpoint.monitor=null``: fit names ``best.ckpt`` as the latest epoch's, and ``test
+    --ckpt_path best`` takes that file."""
+    args = ["--checkpoint.monitor=null", "--trainer.max_epochs=2", "--trainer.limit_train_batches=2"]
+    code, out, err = run_main(["fit", *args], capsys)
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("Best checkpoint")]
+    assert line.startswith("Best checkpoint (no --checkpoint.monitor: the latest epoch's): ")
+    best = Path(line.rpartition(": ")[2])
+    assert torch.load(best, weights_only=True)["epoch"] == 1
+    assert Path(run_cli("test", "--ckpt_path=best").trainer.ckpt_path).resolve() == best.resolve()

@@ -15,7 +15,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import nn
 
-from .errors import CheckpointError
+from .errors import CheckpointError, ConfigError
 from .provenance import warn_on_version_change
 
 
@@ -29,6 +29,36 @@ class BestCheckpoint(ModelCheckpoint):
     class name (Lightning's ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in
     ``trainer.callbacks`` never takes its place.
     """
+
+    def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
+        not logged yet, is checked at the first validation instead)."""
+        if str(self.monitor).startswith("val"):
+            self.check_monitor_logged(trainer)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Check the monitor, then save as ``ModelCheckpoint`` does."""
+        if not trainer.sanity_checking:
+            self.check_monitor_logged(trainer)
+        super().on_validation_end(trainer, pl_module)
+
+    def check_monitor_logged(self, trainer: Trainer) -> None:
+        """Raise :class:`~runwright.errors.ConfigError` naming ``--checkpoint.monitor``, the closest logged
+        key and the logged keys when the monitor (not ``None``) is not among the values logged so far
+        (Lightning would raise at its first checkpoint, after a whole epoch of training)."""
+        logged = [key for key in trainer.callback_metrics if not key.endswith("_best")]
+        if self.monitor is None or self.monitor in (*logged, "epoch", "step"):
+            return
+        from .parser import closest, did_you_mean
+
+        given = f"--checkpoint.monitor={self.monitor}: the model logs no such value"
+        log = f"log {self.monitor} with self.log in validation_step"
+        if not logged:
+            raise ConfigError(f"{given} (it logged nothing): {log}, or pass --checkpoint.monitor=null")
+        raise ConfigError(
+            f"{given}{did_you_mean(closest(self.monitor, logged))} (it logged {', '.join(logged)}): pass one "
+            f"of them with --checkpoint.mode=min or max, or {log}"
+        )
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""

@@ -358,8 +358,10 @@ class ProjectCLI(LightningCLI):
             and best.best_model_path
             and run_dir.resolve() in Path(best.best_model_path).resolve().parents
         ):
-            score = float("nan" if best.best_model_score is None else best.best_model_score)
-            print(f"Best checkpoint ({best.monitor}={score:.4f}): {best.best_model_path}")
+            score = "no --checkpoint.monitor: the latest epoch's"
+            if best.monitor is not None and best.best_model_score is not None:
+                score = f"{best.monitor}={float(best.best_model_score):.4f}"
+            print(f"Best checkpoint ({score}): {best.best_model_path}")
 
 
 #: The engine's callbacks, each a config group of its own.

@@ -124,7 +124,10 @@ def best_checkpoint_of(last: Path) -> Path:
     state = torch.load(last, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
     records = [v for k, v in state.items() if k.startswith("BestCheckpoint") and v.get("best_model_path")]
     if not records:
-        raise CheckpointError(f"--ckpt_path=best: {last} records no best checkpoint of its run")
+        raise CheckpointError(
+            f"--ckpt_path=best: {last} records no best checkpoint of its run (its --checkpoint saved none); "
+            "use --ckpt_path last, the end of its latest epoch, or pass a checkpoint file"
+        )
     path, folder = Path(records[0]["best_model_path"]), records[0].get("dirpath")
     best = last.parent / (path.relative_to(folder) if folder and path.is_relative_to(folder) else path.name)
     if not best.is_file():
