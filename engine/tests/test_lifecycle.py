@@ -4,6 +4,7 @@ takes over, and no run writes a file of another run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable
@@ -234,6 +235,45 @@ def test_a_plain_lightning_checkpoint_of_the_helpers_classes_reloads(tmp_path: P
     second = trainer(2)
     second.fit(TinyClassifier(), TinyImages(), ckpt_path=tmp_path / "plain.ckpt")
     assert second.current_epoch == 2
+
+
+def test_a_model_built_in_python_with_a_schedule_reloads_only_with_it_again(tmp_path: Path) -> None:
+    """An optimizer and LR scheduler given as Python callables are not in the checkpoint: reloading
+    without them warns and names what to pass, resuming ``fit`` without them stops; given again,
+    both reload the same model and the resume continues the schedule."""
+    from fixture_task import TinyClassifier, TinyImages
+
+    from runwright.errors import ConfigError
+    from runwright.schedules import WarmupCosineLR
+
+    def built() -> TinyClassifier:
+        return TinyClassifier(
+            optimizer=functools.partial(torch.optim.SGD, lr=0.1),
+            lr_scheduler=functools.partial(WarmupCosineLR, warmup_steps=1, total_steps=8),
+        )
+
+    def trainer(epochs: int) -> Trainer:
+        return Trainer(max_epochs=epochs, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                       enable_model_summary=False, limit_train_batches=2, limit_val_batches=1)  # fmt: skip
+
+    first = trainer(1)
+    first.fit(built(), TinyImages())
+    first.save_checkpoint(path := tmp_path / "python.ckpt")
+    with pytest.warns(
+        UserWarning, match=r"built in Python with its own optimizer and lr_scheduler.*Pass them"
+    ):
+        TinyClassifier.load_from_checkpoint(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # given again: no warning
+        again = TinyClassifier.load_from_checkpoint(
+            path, **{k: getattr(built(), k) for k in ("optimizer", "lr_scheduler")}
+        )
+    assert again.lr_scheduler is not None
+    with pytest.raises(ConfigError, match="lr_scheduler"):
+        trainer(2).fit(TinyClassifier(), TinyImages(), ckpt_path=path)
+    resumed = trainer(2)
+    resumed.fit(built(), TinyImages(), ckpt_path=path)
+    assert resumed.lr_scheduler_configs[0].scheduler.last_epoch == 2  # continued: stepped after each epoch
 
 
 def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(

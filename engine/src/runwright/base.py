@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -23,6 +24,10 @@ from torchmetrics import MeanMetric, MetricCollection
 from .errors import ConfigError
 from .inputs import PredictInputs
 from .resume import resumable_train_loader
+
+
+#: The defaults of :class:`BaseModule`'s arguments that plain Python use passes as objects.
+PYTHON_DEFAULTS: dict[str, Any] = {"optimizer": torch.optim.AdamW, "lr_scheduler": None}
 
 
 class BaseModule(LightningModule):
@@ -117,10 +122,45 @@ class BaseModule(LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Drop Python objects (a backbone class, an optimizer passed in plain Python use) from the saved
         ``hyper_parameters``: pickled, they would make the checkpoint unloadable with
-        ``weights_only=True``. Built by the CLI, such arguments are configs and are kept."""
+        ``weights_only=True``. The names of those that are not the defaults are kept in
+        ``checkpoint["python_arguments"]`` (:meth:`on_load_checkpoint`). Built by the CLI, such arguments
+        are configs and are kept."""
         hparams = checkpoint.get("hyper_parameters") or {}
-        for name in [name for name, value in hparams.items() if callable(value)]:
+        dropped = [name for name, value in hparams.items() if callable(value)]
+        if own := [name for name in dropped if hparams[name] is not PYTHON_DEFAULTS.get(name)]:
+            checkpoint["python_arguments"] = own
+        for name in dropped:
             del hparams[name]
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Say what a checkpoint of a model built in Python lacks: its ``optimizer`` and ``lr_scheduler``
+        objects, which no checkpoint holds, when this instance has the defaults instead (``AdamW``,
+        ``None``). Resuming ``fit`` so would train on without the schedule: ``ConfigError``; loading for
+        evaluation (``load_from_checkpoint``) warns.
+
+        Raises:
+            ConfigError: ``Trainer.fit(ckpt_path=...)`` with such a model.
+        """
+        missing = [
+            name
+            for name in checkpoint.get("python_arguments", ())
+            if name in PYTHON_DEFAULTS and getattr(self, name, None) is PYTHON_DEFAULTS[name]
+        ]
+        if not missing:
+            return
+        name, given = type(self).__name__, ", ".join(f"{name}=..." for name in missing)
+        message = (
+            f"{name}: the checkpoint's model was built in Python with its own {' and '.join(missing)}, "
+            f"which a checkpoint cannot hold; this one has the defaults. Pass them again: "
+            f"{name}.load_from_checkpoint(path, {given}) or {name}({given})"
+        )
+        try:
+            fitting = self.trainer.state.fn == "fit"
+        except RuntimeError:  # not attached to a Trainer: load_from_checkpoint
+            fitting = False
+        if fitting:
+            raise ConfigError(message)
+        warnings.warn(message, stacklevel=2)
 
     def setup(self, stage: str) -> None:
         """Set ``example_input_array`` (zeros ``[2, *dims]``) from the DataModule's ``dims`` (the shape
