@@ -348,3 +348,31 @@ def test_the_engine_uses_relative_imports_and_never_a_users_package() -> None:
         text = path.read_text()
         assert not re.search(r"^\s*(from|import) runwright\b", text, re.M), path
         assert not re.search(r"^\s*(from|import) (project|fixture_task)\b", text, re.M), path
+
+
+def test_every_config_the_engine_writes_is_a_config_of_every_command(
+    run_cli: RunCLI, fitted: Callable[..., Path], workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ``config.yaml`` of a fit, a test and a predict run, of a tuner's run (as a sweep trial's,
+    whose copy is the sweep's ``best.yaml``) and the tuner's suggestion: each command that takes
+    ``--config`` takes them all (``--print_config``: parsed and checked), its command-only keys
+    (``ckpt_path``, ``verbose``, ``return_predictions``, ...) ignored or applied."""
+    run = fitted()
+    written = [run / "config.yaml"]
+    for command in ("test", "predict"):
+        written.append(run_cli(command, f"--ckpt_path={run}/checkpoints/best.ckpt").run_dir / "config.yaml")
+    tuned = [
+        "--tune.num_training=20",
+        "--trainer.enable_progress_bar=false",
+        "--trainer.enable_model_summary=false",
+    ]
+    code, _, err = run_main(["lr_find", *tuned], capsys)
+    assert code == 0, err
+    (tuner,) = workdir.glob("logs/*_lr_find")
+    written += [tuner / "config.yaml", tuner / "suggested_lr.yaml"]
+    configs = [arg for path in written for arg in ("--config", str(path))]
+    sweep = ["--config", str(Path(__file__).with_name("fixture_sweep.yaml"))]
+    for command in ("fit", "validate", "test", "predict", "lr_find", "scale_batch_size", "sweep"):
+        extra = sweep if command == "sweep" else []
+        code, out, err = run_main([command, *configs, *extra, "--print_config"], capsys)
+        assert code == 0 and "model:" in out, (command, err)

@@ -25,7 +25,6 @@ from .errors import ConfigError
 from .inputs import PredictInputs
 from .resume import resumable_train_loader
 
-
 #: The defaults of :class:`BaseModule`'s arguments that plain Python use passes as objects.
 PYTHON_DEFAULTS: dict[str, Any] = {"optimizer": torch.optim.AdamW, "lr_scheduler": None}
 

@@ -5,8 +5,10 @@ run come right after the defaults, so whatever the user gives wins."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
+import inspect
 import os
 import shutil
 import sys
@@ -61,6 +63,16 @@ from .runs import (
 
 #: LightningCLI's subcommands and the Trainer method arguments each takes from the parsed config.
 ALL_SUBCOMMANDS = LightningCLI.subcommands()
+#: The Trainer-method arguments that LightningCLI's subcommands add and a run's ``config.yaml`` holds
+#: (``ckpt_path``, ``weights_only``, ``verbose``, ``return_predictions``), with their type hints. Every
+#: parser takes them all, so any config the engine wrote is a ``--config`` of any command; a command
+#: ignores those its method does not take (``lr_find`` given a test run's ``ckpt_path``).
+COMMAND_KEYS = {
+    name: parameter.annotation
+    for subcommand, skip in ALL_SUBCOMMANDS.items()
+    for name, parameter in inspect.signature(getattr(Trainer, subcommand)).parameters.items()
+    if name not in skip and name != "self"
+}
 #: Model arguments set from the DataModule when both have them: target -> source attribute.
 DATA_LINKS = {"num_classes": "num_classes", "in_features": "num_features", "in_channels": "dims[0]"}
 
@@ -206,8 +218,14 @@ class ProjectCLI(LightningCLI):
         return parser
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        """Add the run-folder arguments, ``--init_from``, the engine's callbacks and the data links."""
+        """Add the run-folder arguments, ``--init_from``, the :data:`COMMAND_KEYS` this parser's
+        subcommand does not take (hidden), the engine's callbacks and the data links."""
         self.parsers.append(parser)
+        subcommand = list(self.subcommands())[len(self.parsers) - 1] if self.runs_subcommand else None
+        own = inspect.signature(getattr(Trainer, subcommand)).parameters if subcommand else {}
+        for name, hint in COMMAND_KEYS.items():
+            if name not in own:
+                parser.add_argument(f"--{name}", type=hint, default=None, help=argparse.SUPPRESS)
         add_run_folder_arguments(parser)
         parser.add_argument(
             "--init_from",
@@ -244,7 +262,7 @@ class ProjectCLI(LightningCLI):
         config = self._config()
         apply_renamed(config)
         try:
-            if config.get("ckpt_path") is not None:
+            if self.running and config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 print(f"--ckpt_path: {path}")

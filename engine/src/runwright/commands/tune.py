@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -23,11 +24,22 @@ from ..cli import ProjectCLI
 from ..console import stdout_is_terminal
 from ..errors import ConfigError, ProjectError, first_line
 from ..private import lr_finder_without_progress_bar
+from ..runs import SaveConfig
 
 #: The smoothing factor of Lightning's LR finder (``_LRCallback(beta=0.98)``), undone by :func:`raw_losses`.
 LIGHTNING_BETA = 0.98
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
 LIGHTNING_MAX_BATCH_SIZE = 8192
+
+
+class _SaveFitConfig(SaveConfig):
+    """The tuner's run ``config.yaml`` without its ``tune`` section: a config of the fit the tuner ran,
+    which every command takes as ``--config``."""
+
+    def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
+        config = config.clone()
+        config.pop("tune", None)
+        super().__init__(parser, config, *args, **kwargs)
 
 
 class _TuneCLI(ProjectCLI):
@@ -39,7 +51,7 @@ class _TuneCLI(ProjectCLI):
     def __init__(self, command: str, args: list[str], package: str) -> None:
         self.run_label = command  # this instance's run folder suffix
         try:
-            super().__init__(args=args, run=False, package=package)
+            super().__init__(args=args, run=False, package=package, save_config_callback=_SaveFitConfig)
         except BaseException:  # e.g. a bad argument or class (exit 2) after seeding
             self.__exit__()
             raise
