@@ -3,7 +3,6 @@ another run's weights loaded into a new run (``fit --init_from``)."""
 
 from __future__ import annotations
 
-import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -17,6 +16,7 @@ from torch import nn
 
 from .errors import CheckpointError
 from .provenance import warn_on_version_change
+from .runs import write_atomically
 
 
 class BestCheckpoint(ModelCheckpoint):
@@ -60,28 +60,30 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place.
+    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place
+    (:func:`~runwright.runs.write_atomically`).
 
-    A crash or a kill while a checkpoint is written leaves the previous ``last.ckpt`` (or best) intact
-    instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on one
-    filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
+    A crash, a kill or a full disk while a checkpoint is written leaves the previous ``last.ckpt`` (or
+    best) intact instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on
+    one filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
     """
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
     ) -> None:
-        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises)."""
+        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises; an
+        ``OSError``, e.g. a full disk, names ``path``)."""
         if "://" in str(path) or storage_options is not None:
             super().save_checkpoint(checkpoint, path, storage_options)
             return
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            torch.save(checkpoint, temporary)
-            os.replace(temporary, target)
-        finally:
-            temporary.unlink(missing_ok=True)
+
+        def save(temporary: Path) -> None:
+            with temporary.open("wb") as handle:  # (into a path, torch names no file when the disk is full)
+                torch.save(checkpoint, handle)
+
+        write_atomically(target, save)
 
 
 def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[str, Any]:
