@@ -3,6 +3,7 @@ another run's weights loaded into a new run (``fit --init_from``)."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import zipfile
 from pathlib import Path
@@ -19,7 +20,24 @@ from .provenance import warn_on_version_change
 from .runs import write_atomically
 
 
-class BestCheckpoint(ModelCheckpoint):
+class RunCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose file is in ``dirpath`` itself: a ``/`` in the formatted name (a metric
+    key such as ``val/acc`` in ``filename='{epoch}-{val/acc:.2f}'``) becomes ``_`` (``val_acc=0.25``)."""
+
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, torch.Tensor],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        """Lightning's name, ``/`` in its file name replaced by ``_``."""
+        path = super().format_checkpoint_name(metrics, filename, ver, prefix)
+        folder = os.path.join(self.dirpath, "") if self.dirpath else ""
+        return folder + path[len(folder) :].replace("/", "_")
+
+
+class BestCheckpoint(RunCheckpoint):
     """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
     ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
 
@@ -45,7 +63,7 @@ class BestCheckpoint(ModelCheckpoint):
         pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
 
 
-class LastCheckpoint(ModelCheckpoint):
+class LastCheckpoint(RunCheckpoint):
     """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
     (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
 
