@@ -17,9 +17,27 @@ from torch import nn
 
 from .errors import CheckpointError, ConfigError
 from .provenance import warn_on_version_change
+from .runs import write_atomically
 
 
-class BestCheckpoint(ModelCheckpoint):
+class RunCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` whose file is in ``dirpath`` itself: a ``/`` in the formatted name (a metric
+    key such as ``val/acc`` in ``filename='{epoch}-{val/acc:.2f}'``) becomes ``_`` (``val_acc=0.25``)."""
+
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, torch.Tensor],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        """Lightning's name, ``/`` in its file name replaced by ``_``."""
+        path = super().format_checkpoint_name(metrics, filename, ver, prefix)
+        folder = os.path.join(self.dirpath, "") if self.dirpath else ""
+        return folder + path[len(folder) :].replace("/", "_")
+
+
+class BestCheckpoint(RunCheckpoint):
     """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
     ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
 
@@ -71,7 +89,7 @@ class BestCheckpoint(ModelCheckpoint):
         pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
 
 
-class LastCheckpoint(ModelCheckpoint):
+class LastCheckpoint(RunCheckpoint):
     """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
     (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
 
@@ -81,11 +99,12 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
-    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place.
+    """``torch.save`` into a temporary file next to the target, then ``os.replace`` it into place
+    (:func:`~runwright.runs.write_atomically`).
 
-    A crash or a kill while a checkpoint is written leaves the previous ``last.ckpt`` (or best) intact
-    instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on one
-    filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
+    A crash, a kill or a full disk while a checkpoint is written leaves the previous ``last.ckpt`` (or
+    best) intact instead of a truncated file; ``os.replace`` is atomic on POSIX and Windows for paths on
+    one filesystem. Remote paths (``s3://...``) fall back to Lightning's default writer.
 
     With ``callback_states=False`` (``validate``, ``test``, ``predict``) a loaded checkpoint comes without
     its callbacks' states, which only a resumed ``fit`` uses: Lightning would otherwise warn about every
@@ -106,18 +125,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any | None = None
     ) -> None:
-        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises)."""
+        """Write ``checkpoint`` to ``path`` atomically (raises what ``torch.save`` raises; an
+        ``OSError``, e.g. a full disk, names ``path``)."""
         if "://" in str(path) or storage_options is not None:
             super().save_checkpoint(checkpoint, path, storage_options)
             return
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-        try:
-            torch.save(checkpoint, temporary)
-            os.replace(temporary, target)
-        finally:
-            temporary.unlink(missing_ok=True)
+
+        def save(temporary: Path) -> None:
+            with temporary.open("wb") as handle:  # (into a path, torch names no file when the disk is full)
+                torch.save(checkpoint, handle)
+
+        write_atomically(target, save)
 
 
 def load_checkpoint(path: str | Path, weights_only: bool | None = True) -> dict[str, Any]:

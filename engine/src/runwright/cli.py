@@ -42,7 +42,14 @@ from .callbacks import (
 from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, load_checkpoint
 from .console import quiet_console
 from .deprecations import add_renamed_arguments, apply_renamed
-from .errors import ConfigError, ProjectError, TrainingInterrupted, first_line
+from .errors import (
+    ConfigError,
+    FileSystemError,
+    ProjectError,
+    TrainingInterrupted,
+    file_system_error,
+    first_line,
+)
 from .parser import Parser
 from .project import DISTRIBUTION, check_engine_version, config_files, missing_modules
 from .provenance import Provenance
@@ -160,6 +167,8 @@ class ProjectCLI(LightningCLI):
             if error.exit_code == 2:
                 self._discard_new_run()
             raise
+        except OSError as error:
+            raise self._file_system_fault(error) from error
         finally:
             if run:
                 self.__exit__()
@@ -172,6 +181,16 @@ class ProjectCLI(LightningCLI):
     def default_config_files(self) -> list[Path]:
         """The config files loaded before any ``--config`` (:func:`~runwright.project.config_files`)."""
         return config_files(self.package)
+
+    def _file_system_fault(self, error: OSError) -> OSError | FileSystemError:
+        """``error`` as a :class:`~runwright.errors.FileSystemError` (naming this run's folder when it
+        names no file) when it is a fault of the file system, this run's new folder discarded
+        (:meth:`_discard_new_run`); else ``error`` itself."""
+        fault = file_system_error(error, getattr(self, "run_dir", None))
+        if fault is None:
+            return error
+        self._discard_new_run()
+        return fault
 
     def _discard_new_run(self) -> None:
         """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
@@ -201,10 +220,15 @@ class ProjectCLI(LightningCLI):
 
     def __exit__(self, *exc_info: object) -> None:
         """Put the environment variables that seeding and the run folder set back, and close an open W&B
-        run (a run with a subcommand does this when it ends)."""
+        run (a run with a subcommand does this when it ends). A fault of the file system in the block
+        (e.g. a full disk while ``cli.trainer.fit`` writes) becomes a
+        :class:`~runwright.errors.FileSystemError`, this run's new folder discarded."""
         os.environ.clear()
         os.environ.update(self._environ)
         finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+        error = exc_info[1] if len(exc_info) > 1 else None
+        if isinstance(error, OSError) and (fault := self._file_system_fault(error)) is not error:
+            raise fault from error
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
@@ -453,8 +477,9 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     The :data:`EXTRA_COMMANDS` run from their own modules (one whose extra is not installed stops with
     one line naming it); everything else is a LightningCLI subcommand. A ``ProjectError`` (bad input,
     an engine outside the package's required range, a bad checkpoint, a failed health check, an
-    interruption) is one ``error:`` line, no traceback, and the process exits with its code (2 for bad
-    input, 130 after SIGINT, 1 otherwise; 143 after SIGTERM). Under DDP a stop that every process makes
+    interruption, a file or folder that cannot be written: :func:`~runwright.errors.file_system_error`)
+    is one ``error:`` line, no traceback, and the process exits with its code (2 for bad input, 130
+    after SIGINT, 1 otherwise; 143 after SIGTERM). Under DDP a stop that every process makes
     alike (a ``ConfigError``, an interruption) is reported by rank 0 alone; the other processes exit
     with 0, so that Lightning's launcher, which kills rank 0 when another process fails, lets it report.
     """
@@ -483,3 +508,8 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
                 sys.exit(143)
             print(f"error: {error}", file=sys.stderr, flush=True)
             sys.exit(error.exit_code)
+        except OSError as error:  # (a DataError is a ProjectError first) e.g. export's or report's files
+            if (fault := file_system_error(error)) is None:
+                raise
+            print(f"error: {fault}", file=sys.stderr, flush=True)
+            sys.exit(fault.exit_code)

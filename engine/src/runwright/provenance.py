@@ -29,6 +29,8 @@ import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
 
+from .runs import write_atomically
+
 #: File name of the record in a run folder; its key in a checkpoint and in the W&B run config.
 PROVENANCE_FILE, CHECKPOINT_KEY = "provenance.yaml", "provenance"
 #: Longest diff (characters) kept, and most untracked file names listed.
@@ -102,16 +104,18 @@ def collect(trainer: Trainer | None = None, package: str | None = None, **extra:
 
 def write_provenance(folder: str | Path, facts: dict[str, Any], name: str = PROVENANCE_FILE) -> Path:
     """Write ``facts`` to ``folder/<name>`` and return its path. Each non-empty diff goes into its own
-    file, ``<name stem>.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML."""
+    file, ``<name stem>.<checkout>.diff`` (plain text that ``git apply`` takes), named in the YAML. Each
+    file is written whole or not at all (:func:`~runwright.runs.write_atomically`)."""
     (folder := Path(folder)).mkdir(parents=True, exist_ok=True)
     record: dict[str, Any] = {**facts, "git": {}}
     for checkout, state in facts["git"].items():
         if isinstance(state, dict) and state.get("diff"):
-            (folder / (diff := f"{Path(name).stem}.{checkout}.diff")).write_text(state["diff"])
+            write_atomically(folder / (diff := f"{Path(name).stem}.{checkout}.diff"), state["diff"])
             state = {**state, "diff": f"{diff} ({len(state['diff'])} characters)"}
         record["git"][checkout] = state
-    (path := folder / name).write_text(yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110))
-    return path
+    return write_atomically(
+        folder / name, yaml.safe_dump(record, sort_keys=False, allow_unicode=True, width=110)
+    )
 
 
 def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ import importlib
 import itertools
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,30 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
                 break
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
+
+
+def write_atomically(path: str | Path, write: Callable[[Path], object] | str) -> Path:
+    """Write ``path`` whole or not at all: ``write(temporary)`` (or, ``write`` a string, that text)
+    writes a temporary file next to it (``.<name>.tmp-<pid>``: a writer that reads the format from the
+    file name must be told it), which then replaces ``path`` (``os.replace``, atomic on one file
+    system). Returns ``path``.
+
+    Raises:
+        OSError: what ``write`` or the replace raised, naming ``path`` (a failed ``write`` names no
+            file); the temporary file is removed.
+    """
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        temporary.write_text(write) if isinstance(write, str) else write(temporary)
+        os.replace(temporary, path)
+    except OSError as error:
+        if error.filename is None or error.filename in (temporary, str(temporary)):
+            error.filename = str(path)
+        raise
+    finally:
+        temporary.unlink(missing_ok=True)
+    return path
 
 
 def run_dir_of(ckpt_path: str | Path) -> Path | None:

@@ -11,6 +11,7 @@ from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import BasePredictionWriter
 
 from ..errors import ConfigError
+from ..runs import write_atomically
 
 
 class CSVPredictionWriter(BasePredictionWriter):
@@ -22,7 +23,8 @@ class CSVPredictionWriter(BasePredictionWriter):
     ``predict_inputs`` (a :class:`~runwright.inputs.PredictInputs`: its ``names``), then the dict's keys in
     order, a ``[B, K]`` value as ``K`` columns ``<key>_0`` ... ``<key>_<K-1>``. The ``skipped`` of
     ``predict_inputs`` go to ``skipped.csv`` next to it (``input``, ``reason``). With several processes
-    (DDP) rank 0 gathers every process's rows and writes the one file, ordered by ``index``.
+    (DDP) rank 0 gathers every process's rows and writes the one file, ordered by ``index``. Each file is
+    written whole or not at all.
 
     Args:
         output_dir: Folder for the CSV; ``None`` means the trainer's log folder (the run folder).
@@ -68,10 +70,19 @@ class CSVPredictionWriter(BasePredictionWriter):
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
         if trainer.is_global_zero:
             folder.mkdir(parents=True, exist_ok=True)
-            with (folder / self.filename).open("w", newline="") as handle:
-                csv.writer(handle).writerows([header, *rows])
-            print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {handle.name}")
+            path = write_csv(folder / self.filename, [header, *rows])
+            print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {path}")
             if skipped := inputs.skipped if inputs else []:
-                with (folder / "skipped.csv").open("w", newline="") as handle:
-                    csv.writer(handle).writerows([("input", "reason"), *skipped])
-                print(f"{len(skipped)} input file{'s' * (len(skipped) != 1)} skipped: {handle.name}")
+                path = write_csv(folder / "skipped.csv", [("input", "reason"), *skipped])
+                print(f"{len(skipped)} input file{'s' * (len(skipped) != 1)} skipped: {path}")
+
+
+def write_csv(path: Path, rows: list[Any]) -> Path:
+    """Write ``rows`` to the CSV file ``path`` whole or not at all; returns ``path``
+    (:func:`~runwright.runs.write_atomically`)."""
+
+    def write(temporary: Path) -> None:
+        with temporary.open("w", newline="") as handle:
+            csv.writer(handle).writerows(rows)
+
+    return write_atomically(path, write)

@@ -13,6 +13,8 @@ after.
 
 from __future__ import annotations
 
+import io
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +27,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from ..errors import ProjectError, first_line
 from ..project import DISTRIBUTION, missing_modules
 from ..provenance import collect, write_provenance
-from ..runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of
+from ..runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of, write_atomically
 from . import rebuild
 
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
@@ -43,20 +45,31 @@ def write_model(model: Any, batch: torch.Tensor, fmt: str, path: Path) -> None:
     """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
     ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis. ONNX input
     and output are named by the model's ``export_names``; from 1.5 GiB its weights go to ``path.data``.
+    A file that cannot be written whole is not left behind (the file at ``path`` before stays, except
+    for ONNX).
 
     Raises:
         ExportError: the exporter failed (the message names the format and the exporter's error).
+        OSError: ``path`` cannot be written.
     """
     inputs, outputs = getattr(model, "export_names", ("inputs", "outputs"))
     onnx = {"input_names": [inputs], "output_names": [outputs], "external_data": False, "verbose": False}
     try:
         example, dynamic = torch.cat([batch, batch])[:2], ({0: torch.export.Dim.DYNAMIC},)
-        if fmt == "onnx":
+        if fmt == "onnx":  # (in place: a large model's weights go to a file named after it)
             model.to_onnx(path, (example,), dynamo=True, dynamic_shapes=dynamic, **onnx)
         elif fmt == "torch_export":
-            torch.export.save(torch.export.export(model, (example,), dynamic_shapes=dynamic), path)
+            program, buffer = torch.export.export(model, (example,), dynamic_shapes=dynamic), io.BytesIO()
+            torch.export.save(program, buffer)  # (into a file, a failed write aborts the process)
+            write_atomically(path, lambda temporary: temporary.write_bytes(buffer.getvalue()))
         else:
-            model.to_torchscript(path, method="trace", example_inputs=example)
+            trace = {"method": "trace", "example_inputs": example}
+            write_atomically(path, lambda temporary: model.to_torchscript(temporary, **trace))
+    except OSError as error:  # the file cannot be written (a full disk): cli.main names it
+        for partial in (path, path.with_name(f"{path.name}.data")) if fmt == "onnx" else ():
+            partial.unlink(missing_ok=True)
+        error.filename = error.filename or str(path)
+        raise
     except Exception as error:
         failed = f"exporting {type(model).__name__} failed: {type(error).__name__}: {first_line(error)}"
         raise ExportError(f"--format {fmt}: {failed}") from error
@@ -115,8 +128,9 @@ def parity_batch(model: Any, datamodule: Any) -> torch.Tensor:
 
 def main(args: list[str], package: str) -> None:
     """Run ``python -m <package> export ARGS``: exit code 2 on bad input (a bad ``--ckpt_path``:
-    :class:`~runwright.errors.CheckpointError`); :class:`ExportError` or :class:`ParityError`
-    on failure (one ``error:`` line and exit code 1 from ``cli.main``)."""
+    :class:`~runwright.errors.CheckpointError`); :class:`ExportError`, :class:`ParityError` or an
+    ``OSError`` (a file that cannot be written) on failure (one ``error:`` line from ``cli.main``). The
+    export's run folder is removed on any failure but a :class:`ParityError`."""
     parser = ArgumentParser(prog=f"python -m {package} export", description=__doc__)
     parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
     parser.add_argument("--format", type=Literal["onnx", "torchscript", "torch_export"], default="onnx")
@@ -138,18 +152,27 @@ def main(args: list[str], package: str) -> None:
     datamodule = rebuild.load_datamodule(config)
     model = rebuild.load_model(ckpt, datamodule)
     batch = parity_batch(model, datamodule)
+    if cfg.output:
+        cfg.output.parent.mkdir(parents=True, exist_ok=True)
     output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
-    if not cfg.output:  # a run folder of its own: the provenance of the export next to the model
-        write_provenance(output.parent, collect(package=package, checkpoint=str(ckpt.resolve())))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
-        if cfg.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
-            name, fp32 = test_metric(model, datamodule)
-            model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-            int8 = test_metric(model, datamodule)[1]
-            print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
-        write_model(model, batch, cfg.format, output)
-        diffs = check_parity(output, cfg.format, model, batch, cfg.tolerance)
+    try:
+        if not cfg.output:  # a run folder of its own: the provenance of the export next to the model
+            write_provenance(output.parent, collect(package=package, checkpoint=str(ckpt.resolve())))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
+            if cfg.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
+                name, fp32 = test_metric(model, datamodule)
+                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+                int8 = test_metric(model, datamodule)[1]
+                print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
+            write_model(model, batch, cfg.format, output)
+            diffs = check_parity(output, cfg.format, model, batch, cfg.tolerance)
+    except ParityError:  # the model is written whole: there to look at
+        raise
+    except BaseException:  # no half-made run folder
+        if not cfg.output:
+            shutil.rmtree(output.parent, ignore_errors=True)
+        raise
     checked = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in diffs.items())
     print(f"Parity check passed: max abs diff vs eager ({checked}) <= tolerance {cfg.tolerance:g}")
     print(f"Exported model: {output} ({output.stat().st_size / 2**20:.2f} MiB)")

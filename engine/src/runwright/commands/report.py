@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import fnmatch
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from torchmetrics.classification import MulticlassConfusionMatrix
 
 from ..errors import ConfigError, ProjectError
 from ..provenance import PROVENANCE_FILE, read_provenance, summary
-from ..runs import best_checkpoint_of, resolve_checkpoint
+from ..runs import best_checkpoint_of, resolve_checkpoint, write_atomically
 from . import rebuild
 
 #: Size of every figure in pixels, and its dots per inch.
@@ -53,7 +54,7 @@ def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[
     """Write the report's PNGs for ``run_dir`` into ``output``, each :data:`PLOTS` entry against the
     optimizer step, and the confusion matrix of ``ckpt`` (default: the run's best checkpoint, the one its
     ``last.ckpt`` records) on the test split of the run's ``config.yaml``. Returns ``{plot name: path}``;
-    prints why a plot was skipped."""
+    prints why a plot was skipped. Each PNG is written whole or not at all."""
     rows, written = read_metrics(run_dir / "metrics.csv"), dict[str, Path]()
     output.mkdir(parents=True, exist_ok=True)
     for name, pattern in PLOTS.items():
@@ -65,7 +66,9 @@ def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[
             axes.plot(*series(rows, key), marker=".", label=key)
         axes.set(xlabel="optimizer step", ylabel=name)
         axes.legend()
-        figure.savefig(written.setdefault(name, output / f"{name}.png"))
+        write_atomically(
+            written.setdefault(name, output / f"{name}.png"), functools.partial(figure.savefig, format="png")
+        )
     try:
         datamodule = rebuild.load_datamodule(run_dir / "config.yaml")
         model = rebuild.load_model(
@@ -79,7 +82,10 @@ def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[
         return written
     matrix, (figure, axes) = MulticlassConfusionMatrix(logits.shape[1]), new_figure()
     matrix.plot(matrix(logits, targets), ax=axes)  # rows: true class, columns: predicted class
-    figure.savefig(written.setdefault("confusion_matrix", output / "confusion_matrix.png"))
+    write_atomically(
+        written.setdefault("confusion_matrix", output / "confusion_matrix.png"),
+        functools.partial(figure.savefig, format="png"),
+    )
     return written
 
 

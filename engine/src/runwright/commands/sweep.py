@@ -6,6 +6,7 @@ option of all trials. Rank 0 of a DDP trial hands it to the ranks Lightning star
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import time
@@ -25,7 +26,7 @@ from sqlalchemy import exc as sql
 
 from ..cli import ProjectCLI
 from ..errors import ConfigError, ProjectError, TrainingInterrupted, first_line
-from ..runs import class_of
+from ..runs import class_of, write_atomically
 
 #: Set by rank 0 of a DDP trial for the processes Lightning starts: the trial and its fit arguments (JSON).
 TRIAL_ENV = "RUNWRIGHT_SWEEP_TRIAL"
@@ -278,22 +279,27 @@ class SweepCLI(ProjectCLI):
         import matplotlib.pyplot as plt
         import optuna.visualization.matplotlib as vis
 
-        written, temporary = [self.folder / "trials.csv"], self.folder / f".trials.csv.{os.getpid()}"
+        written = [self.folder / "trials.csv"]
         trials = self.study.trials_dataframe(("number", "state", "value", "duration", "params", "user_attrs"))
-        trials.drop(columns=["user_attrs_config"], errors="ignore").to_csv(temporary, index=False)
-        temporary.replace(written[0])
+        trials = trials.drop(columns=["user_attrs_config"], errors="ignore")
+        write_atomically(written[0], lambda path: trials.to_csv(path, index=False))
         if not plots or not self.count(TrialState.COMPLETE):
             return written
         best, best_yaml = self.study.best_trial, self.folder / "best.yaml"
-        best_yaml.write_text(f"# trial {best.number} {self.metric}={best.value}\n{best.user_attrs['config']}")
+        write_atomically(
+            best_yaml, f"# trial {best.number} {self.metric}={best.value}\n{best.user_attrs['config']}"
+        )
         print(f"Best: trial {best.number}; re-run it: python -m {self.package} fit --config {best_yaml}")
         written.append(best_yaml)
         plt.switch_backend("Agg")  # files only, no window
         for plot in (vis.plot_optimization_history, vis.plot_param_importances, vis.plot_parallel_coordinate):
             path = self.folder / f"{plot.__name__.removeprefix('plot_')}.png"
             try:
-                plot(self.study).figure.savefig(path, dpi=100, bbox_inches="tight")  # type: ignore[union-attr]
-                written.append(path)
+                figure = plot(self.study).figure
+                save = functools.partial(figure.savefig, format="png", dpi=100, bbox_inches="tight")  # type: ignore[union-attr]
+                written.append(write_atomically(path, save))
+            except OSError:  # the folder cannot be written: cli.main names it
+                raise
             except Exception as error:  # Optuna raises several types for "not enough trials"
                 print(f"skipped {path.name}: {type(error).__name__}: {error}")
         plt.close("all")

@@ -6,6 +6,7 @@ command that reruns the experiment with it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 import warnings
 from collections.abc import Sequence, Sized
@@ -24,7 +25,7 @@ from ..cli import ProjectCLI
 from ..console import stdout_is_terminal
 from ..errors import ConfigError, ProjectError, first_line
 from ..private import lr_finder_without_progress_bar
-from ..runs import SaveConfig
+from ..runs import SaveConfig, write_atomically
 
 #: The smoothing factor of Lightning's LR finder (``_LRCallback(beta=0.98)``), undone by :func:`raw_losses`.
 LIGHTNING_BETA = 0.98
@@ -155,37 +156,43 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
                 )
         except MisconfigurationException as error:  # e.g. a model with two optimizers
             raise ConfigError(f"lr_find: {first_line(error)}") from None
-    assert finder is not None  # (None only with fast_dev_run)
-    lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
-    np.savetxt(cli.run_dir / "lr_find.csv", np.c_[lrs, losses], "%.9g", ",", header="lr,loss", comments="")
-    found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
-    figure, axes = new_figure()
-    axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
-    axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
-    if (i := found.index) is not None:
-        axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
-    axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
-    axes.legend()
-    figure.savefig(plot)
-    if found.lr is None:
-        raise ProjectError(f"lr_find could not suggest an LR (fewer than 5 finite losses); see {plot}")
-    model, init_args = cli.config.model.class_path, cli.config.model.get("init_args") or {}
-    name = next((name for name in ("optimizer", "lr", "learning_rate") if name in init_args), None)
-    # jsonargparse gives even a default optimizer class a class_path
-    optimizer = init_args["optimizer"]["class_path"] if name == "optimizer" else None
-    target = f"{optimizer} on {model}" if optimizer else f"{model}'s {name}"
-    setting = {"class_path": optimizer, "init_args": {"lr": found.lr}} if optimizer else found.lr
-    print(f"Suggested LR: {found.lr:.3g}" + (f" for {target}" if name else "") + f" (plot: {plot})")
-    for note in found.warnings:
-        print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
-    if name is None:
-        print(
-            f"{model} has no optimizer, lr or learning_rate argument: set lr={found.lr:.3g} where its "
-            "configure_optimizers builds the optimizer"
-        )
-        return found.lr, None
-    config = {"model": {"init_args": {name: setting}}}
-    return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, package)
+        assert finder is not None  # (None only with fast_dev_run)
+        lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
+        write_atomically(cli.run_dir / "lr_find.csv", lambda path: write_steps(path, lrs, losses))
+        found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
+        figure, axes = new_figure()
+        axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
+        axes.plot(lrs[: len(found.smoothed)], found.smoothed, color="C0", label="smoothed (centred mean)")
+        if (i := found.index) is not None:
+            axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
+        axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
+        axes.legend()
+        write_atomically(plot, functools.partial(figure.savefig, format="png"))
+        if found.lr is None:
+            raise ProjectError(f"lr_find could not suggest an LR (fewer than 5 finite losses); see {plot}")
+        model, init_args = cli.config.model.class_path, cli.config.model.get("init_args") or {}
+        name = next((name for name in ("optimizer", "lr", "learning_rate") if name in init_args), None)
+        # jsonargparse gives even a default optimizer class a class_path
+        optimizer = init_args["optimizer"]["class_path"] if name == "optimizer" else None
+        target = f"{optimizer} on {model}" if optimizer else f"{model}'s {name}"
+        setting = {"class_path": optimizer, "init_args": {"lr": found.lr}} if optimizer else found.lr
+        print(f"Suggested LR: {found.lr:.3g}" + (f" for {target}" if name else "") + f" (plot: {plot})")
+        for note in found.warnings:
+            print(f"Warning: the suggestion may be unreliable: {note}; look at {plot}")
+        if name is None:
+            print(
+                f"{model} has no optimizer, lr or learning_rate argument: set lr={found.lr:.3g} where its "
+                "configure_optimizers builds the optimizer"
+            )
+            return found.lr, None
+        config = {"model": {"init_args": {name: setting}}}
+        return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, package)
+
+
+def write_steps(path: Path, lrs: np.ndarray, losses: np.ndarray) -> None:
+    """Write the LR finder's ``lr,loss`` rows (``[T]`` each) to the CSV file ``path``."""
+    with path.open("w") as handle:
+        np.savetxt(handle, np.c_[lrs, losses], "%.9g", ",", header="lr,loss", comments="")
 
 
 def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
@@ -205,24 +212,24 @@ def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
             cli.model, datamodule=cli.datamodule, init_val=start, max_trials=trials
         )
         assert size is not None  # None only on ranks > 0; the tuning commands run in one process
-    if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
-        reason = f"batch size {size * 2} ran out of memory"
-    elif size >= LIGHTNING_MAX_BATCH_SIZE:
-        reason = f"Lightning's limit is {LIGHTNING_MAX_BATCH_SIZE}"
-    elif trials < requested:
-        reason = f"the next size ({size * 2}) would exceed the training split of {samples} samples"
-    else:
-        reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
-    print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
-    config = {"data": {"class_path": cli.config.data.class_path, "init_args": {"batch_size": size}}}
-    return size, _suggest(cli.run_dir / "suggested_batch_size.yaml", config, args, package)
+        if size < min(start * 2 ** (trials - 1), LIGHTNING_MAX_BATCH_SIZE):  # below the largest size tried
+            reason = f"batch size {size * 2} ran out of memory"
+        elif size >= LIGHTNING_MAX_BATCH_SIZE:
+            reason = f"Lightning's limit is {LIGHTNING_MAX_BATCH_SIZE}"
+        elif trials < requested:
+            reason = f"the next size ({size * 2}) would exceed the training split of {samples} samples"
+        else:
+            reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
+        print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
+        config = {"data": {"class_path": cli.config.data.class_path, "init_args": {"batch_size": size}}}
+        return size, _suggest(cli.run_dir / "suggested_batch_size.yaml", config, args, package)
 
 
 def _suggest(path: Path, config: dict[str, Any], args: list[str], package: str) -> Path:
     """Write the suggestion ``config`` to ``path``; print the ``fit`` command that reruns the tuned
     experiment with it: ``args`` (the tuner's own arguments, ``--config`` files and overrides in their
     order) without ``--tune.*``, then ``--config path`` (last, so it wins)."""
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    write_atomically(path, yaml.safe_dump(config, sort_keys=False))
     kept: list[str] = []
     tokens = iter(args)
     for arg in tokens:
