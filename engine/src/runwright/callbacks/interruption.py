@@ -10,30 +10,32 @@ from types import FrameType
 from typing import Any
 
 from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import OnExceptionCheckpoint
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ..checkpointing import LastCheckpoint
 from ..errors import TrainingInterrupted
 
 
-class Interruption(OnExceptionCheckpoint):
-    """Lightning's ``OnExceptionCheckpoint``, on SIGINT and SIGTERM only, into the run's ``last.ckpt``.
+class Interruption(Checkpoint):
+    """A checkpoint on SIGINT and SIGTERM only, into the run's ``last.ckpt``.
 
     SIGTERM is Lightning's own: it stops at the end of the current training batch (every process of a
     DDP run). SIGINT is made to act the same way: a flag set by the signal, acted on at the end of the
     current batch (agreed across DDP processes), so the optimizer step is whole and the checkpoint
     resumes exactly; a second Ctrl-C aborts at once. The command then says in one line where it stopped
     and how to resume (``--ckpt_path last``) and exits with 130 (SIGINT) or 143 (SIGTERM). Any other
-    exception (a failed health check) leaves the last saved checkpoint as it is.
+    exception (a failed health check) leaves the last saved checkpoint as it is. Not Lightning's
+    ``OnExceptionCheckpoint``: with one in the trainer, Lightning turns a ``fit`` without a checkpoint
+    into one from the newest ``last.ckpt`` it finds (``./checkpoints/`` included), and warns twice
+    when it finds none.
 
     Args:
         enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM).
     """
 
     def __init__(self, enabled: bool = True) -> None:
-        super().__init__(dirpath="checkpoints", filename="last")
-        self.enabled = enabled
+        self.dirpath, self.enabled = "checkpoints", enabled
         self.requested = False
         self._previous: Any = None
 
@@ -43,6 +45,11 @@ class Interruption(OnExceptionCheckpoint):
         self.dirpath = (last.dirpath if last is not None else None) or str(
             Path(trainer.default_root_dir) / "checkpoints"
         )
+
+    @property
+    def ckpt_path(self) -> str:
+        """The run's ``last.ckpt``."""
+        return str(Path(self.dirpath) / "last.ckpt")
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:  # a second Ctrl-C: give up waiting
@@ -76,7 +83,7 @@ class Interruption(OnExceptionCheckpoint):
         self.on_train_end(trainer, pl_module)
         if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
-        super().on_exception(trainer)
+        trainer.save_checkpoint(self.ckpt_path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
         epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
         message = (
@@ -88,7 +95,3 @@ class Interruption(OnExceptionCheckpoint):
             exception.args = (message,)  # the command's one error line
         elif trainer.is_global_zero:  # (SIGTERM ends the command without an error line of its own)
             print(f"error: {message}", file=sys.stderr, flush=True)
-
-    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Keep the checkpoint (Lightning's ``OnExceptionCheckpoint`` deletes its file here: ours is the
-        run's ``last.ckpt``)."""
