@@ -34,7 +34,7 @@ from .callbacks import (
     MemoryMonitor,
     TrainingMonitor,
     compile_problem,
-    default_extra_callbacks,
+    console_callbacks,
 )
 from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, load_checkpoint
 from .console import quiet_console
@@ -305,13 +305,13 @@ class ProjectCLI(LightningCLI):
         trainer_config = dict(self._config(self.config_init).get("trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
-        shown = default_extra_callbacks(trainer_config, callbacks)
+        shown = console_callbacks(trainer_config, callbacks)
         if any(isinstance(callback, ModelSummary) for callback in shown):
-            kwargs["enable_model_summary"] = False  # ours is there: Lightning would say it skips its own
-        extra = [*shown, Provenance(self.package), DistributedEvaluation()]
+            kwargs["enable_model_summary"] = False  # one is there: Lightning would say it skips its own
+        extra = [Provenance(self.package), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
-        kwargs.setdefault("callbacks", [*callbacks, *extra])
+        kwargs.setdefault("callbacks", [*shown, *extra])
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO()
