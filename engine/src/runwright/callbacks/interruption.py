@@ -35,7 +35,8 @@ class Interruption(Checkpoint):
     """
 
     def __init__(self, enabled: bool = True) -> None:
-        self.dirpath, self.enabled = "checkpoints", enabled
+        self.dirpath: str | Path = "checkpoints"
+        self.enabled = enabled
         self.requested = False
         self._previous: Any = None
 

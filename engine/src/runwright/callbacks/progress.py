@@ -98,7 +98,7 @@ def console_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback])
     terminal = stdout_is_terminal()
     if not terminal:
         redrawn = (TQDMProgressBar, RichProgressBar)
-        callbacks = [LineProgressBar(cb.refresh_rate) if isinstance(cb, redrawn) else cb for cb in callbacks]
+        callbacks = [LineProgressBar(int(c.refresh_rate)) if isinstance(c, redrawn) else c for c in callbacks]
     extra = list[Callback]()
     bar = trainer_config.get("enable_progress_bar") is not False and not terminal
     if bar and not any(isinstance(cb, ProgressBar) for cb in callbacks):
