@@ -25,7 +25,9 @@ class BestCheckpoint(ModelCheckpoint):
 
     After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
     this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
-    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key is its own, so a
+    a resume, and a branch starts it afresh with its own ``best.ckpt``); under DDP the best over the
+    processes, which is every process's when the monitor is synced (``sync_dist=True`` or a torchmetrics
+    metric, as it should be). Its state key is its own, so a
     ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
     """
 
@@ -42,7 +44,9 @@ class BestCheckpoint(ModelCheckpoint):
         best, better = self.best_model_score, {"min": torch.lt, "max": torch.gt}[self.mode]
         if best is None or better(current, best.to(current.device)):
             best = current
-        pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
+        pl_module.log(
+            f"{self.monitor}_best", best.float(), prog_bar=True, sync_dist=True, reduce_fx=self.mode
+        )
 
 
 class LastCheckpoint(ModelCheckpoint):
