@@ -245,7 +245,7 @@ class ProjectCLI(LightningCLI):
             if config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
-                print(f"--ckpt_path: {path}")
+                rank_zero_only(print)(f"--ckpt_path: {path}")
                 saved = saved_classes(self.checkpoint, run_dir_of(path))
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
