@@ -76,6 +76,9 @@ KNOWN_NOISE = [
     "LOCAL_RANK",
     "`Trainer.fit` stopped",
     "does not have many workers",
+    ".fit(ckpt_path",  # Lightning's notes on a checkpoint to resume from, for a fit that names none
+    "set_vital",  # torch's deprecation, raised in torchdata's StatefulDataLoader
+    "sync_dist",  # Lightning's advice on the engine's unsynced epoch metrics (DDP)
     "Traceback",
 ]
 

@@ -296,6 +296,18 @@ def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
     assert "unrelated" not in err
 
 
+def test_a_fit_without_ckpt_path_starts_afresh_next_to_a_last_ckpt(
+    run_cli: RunCLI, workdir: Path, fitted: Callable[..., Path]
+) -> None:
+    """A ``checkpoints/last.ckpt`` in the working directory (another project's, a copied one) is no
+    checkpoint of a ``fit`` that names none."""
+    (workdir / "checkpoints").mkdir()
+    (workdir / "checkpoints" / "last.ckpt").write_bytes((fitted() / "checkpoints" / "last.ckpt").read_bytes())
+    cli = run_cli("fit")
+    assert cli.trainer.ckpt_path is None
+    assert not cli.continued and epoch_of(cli.run_dir / "checkpoints" / "last.ckpt") == 0
+
+
 def test_continuing_a_run_with_another_logger_warns(run_cli: RunCLI, fitted: Callable[..., Path]) -> None:
     """The logger of a continued run comes from the command's config, like every trainer setting:
     continuing a CSV-logged run with another logger says so; repeating the run's logger does not."""

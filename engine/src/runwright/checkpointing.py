@@ -43,9 +43,11 @@ class BestCheckpoint(RunCheckpoint):
 
     After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
     this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
-    a resume, and a branch starts it afresh with its own ``best.ckpt``). Its state key starts with its
-    class name (Lightning's ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in
-    ``trainer.callbacks`` never takes its place.
+    a resume, and a branch starts it afresh with its own ``best.ckpt``); under DDP the best over the
+    processes, which is every process's when the monitor is synced (``sync_dist=True`` or a torchmetrics
+    metric, as it should be). Its state key starts with its class name (Lightning's
+    ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never
+    takes its place.
     """
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -86,7 +88,9 @@ class BestCheckpoint(RunCheckpoint):
         best, better = self.best_model_score, {"min": torch.lt, "max": torch.gt}[self.mode]
         if best is None or better(current, best.to(current.device)):
             best = current
-        pl_module.log(f"{self.monitor}_best", best.float(), prog_bar=True)
+        pl_module.log(
+            f"{self.monitor}_best", best.float(), prog_bar=True, sync_dist=True, reduce_fx=self.mode
+        )
 
 
 class LastCheckpoint(RunCheckpoint):

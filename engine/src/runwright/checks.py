@@ -4,13 +4,13 @@ whose message names the cause and the fix; a surprising one gets a warning."""
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
 from jsonargparse import Namespace
 from lightning.pytorch.callbacks import WeightAveraging
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from . import private
 from .checkpointing import load_matching_weights
@@ -85,16 +85,16 @@ def check_run(cli: ProjectCLI) -> None:
     else:  # (a run from a checkpoint has the checkpoint's classes, not the defaults')
         warn_carried_over(config, defaults)
     if cli.init_checkpoint is not None:
-        print(load_matching_weights(model, cli.init_checkpoint, config.init_from), flush=True)
+        rank_zero_only(print)(load_matching_weights(model, cli.init_checkpoint, config.init_from), flush=True)
     if cli.continued:
         saved = yaml.safe_load((cli.run_dir / "config.yaml").read_text()) or {}
         before, now = (class_names((c.get("trainer") or {}).get("logger")) for c in (saved, config))
         if before != now:
-            warnings.warn(
+            rank_zero_warn(
                 f"continuing {cli.run_dir.name}, which logged with {before or 'no logger'}, with "
                 f"{now or 'no logger'}: the logger comes from this command's config. Pass the run's logger "
                 "config again (e.g. --config configs/logger/tensorboard.yaml) to log where the run did.",
-                stacklevel=2,
+                stacklevel=5,
             )
 
 
@@ -189,9 +189,9 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
             and defaults.get(prefix + name, _MISSING) == config[prefix + name] != default
         ]
         if carried:
-            warnings.warn(
+            rank_zero_warn(
                 f"{prefix.replace('.init_args', '')[:-1]}: {class_path.rsplit('.', 1)[-1]} keeps the value "
                 f"of {old.rsplit('.', 1)[-1]} for {', '.join(carried)}. Set them explicitly if that is not "
                 "what you want.",
-                stacklevel=2,
+                stacklevel=5,
             )

@@ -37,7 +37,7 @@ from .callbacks import (
     MemoryMonitor,
     TrainingMonitor,
     compile_problem,
-    default_extra_callbacks,
+    console_callbacks,
 )
 from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, load_checkpoint
 from .console import quiet_console
@@ -289,7 +289,7 @@ class ProjectCLI(LightningCLI):
             if self.running and config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
-                print(f"--ckpt_path: {path}")
+                rank_zero_only(print)(f"--ckpt_path: {path}")
                 saved = saved_run(self.checkpoint, run_dir_of(path), tuple(GROUPS))
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
@@ -349,13 +349,13 @@ class ProjectCLI(LightningCLI):
         trainer_config = dict(self._config(self.config_init).get("trainer") or {})
         callbacks = trainer_config.get("callbacks") or []
         callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
-        shown = default_extra_callbacks(trainer_config, callbacks)
+        shown = console_callbacks(trainer_config, callbacks)
         if any(isinstance(callback, ModelSummary) for callback in shown):
-            kwargs["enable_model_summary"] = False  # ours is there: Lightning would say it skips its own
-        extra = [*shown, Provenance(self.package), DistributedEvaluation()]
+            kwargs["enable_model_summary"] = False  # one is there: Lightning would say it skips its own
+        extra = [Provenance(self.package), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
-        kwargs.setdefault("callbacks", [AverageFromTrainedWeights(), *callbacks, *extra])
+        kwargs.setdefault("callbacks", [AverageFromTrainedWeights(), *shown, *extra])
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(

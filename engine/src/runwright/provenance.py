@@ -19,7 +19,6 @@ import platform
 import shlex
 import subprocess
 import sys
-import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import torch
 import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.utilities import rank_zero_warn
 
 from .runs import write_atomically
 
@@ -183,5 +183,5 @@ def warn_on_version_change(checkpoint: dict[str, Any], path: str | Path) -> list
     if changes and (key := str(Path(path).resolve())) not in _warned:
         _warned.add(key)
         message = f"checkpoint {str(path)!r} was saved under {', '.join(changes)}: results may differ"
-        warnings.warn(f"{message}; install the versions in its provenance", VersionChangeWarning, 2)
+        rank_zero_warn(f"{message}; install the versions in its provenance", 5, category=VersionChangeWarning)
     return changes

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import warnings
 from collections.abc import Sized
 from typing import Any, TypeVar
 
@@ -226,13 +225,10 @@ def resumable_train_loader(
     ``num_workers > 0``; ``kwargs`` (``batch_size``, ``collate_fn``, ...) go to the loader.
     """
     sampler = EpochRandomSampler(dataset, seed, epoch)  # type: ignore[arg-type]
-    with warnings.catch_warnings():
-        # torchdata 0.11 calls torch.set_vital, deprecated in recent torch: noise on every fit
-        warnings.filterwarnings("ignore", message=".*set_vital.*is deprecated")
-        return StatefulDataLoader(
-            WorkerRNGDataset(dataset) if num_workers > 0 else dataset,
-            sampler=sampler,
-            generator=sampler.generator,
-            num_workers=num_workers,
-            **kwargs,
-        )
+    return StatefulDataLoader(
+        WorkerRNGDataset(dataset) if num_workers > 0 else dataset,
+        sampler=sampler,
+        generator=sampler.generator,
+        num_workers=num_workers,
+        **kwargs,
+    )

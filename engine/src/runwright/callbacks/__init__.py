@@ -8,7 +8,7 @@ from .interruption import Interruption
 from .memory import MemoryGrowthWarning, MemoryMonitor
 from .monitor import TrainingMonitor
 from .prediction_writer import CSVPredictionWriter
-from .progress import LineProgressBar, default_extra_callbacks
+from .progress import LineProgressBar, console_callbacks
 
 __all__ = [
     "CHECKS",
@@ -23,5 +23,5 @@ __all__ = [
     "MemoryMonitor",
     "TrainingMonitor",
     "compile_problem",
-    "default_extra_callbacks",
+    "console_callbacks",
 ]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
-import warnings
 from typing import Any, Literal
 
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_warn
 
 from ..errors import ConfigError, first_line
 
@@ -92,10 +92,9 @@ class CompileModel(Callback):
         seconds, self._first_step = time.perf_counter() - self._first_step, -1.0
         self.first_step_seconds = seconds
         if not self.calls:
-            warnings.warn(
+            rank_zero_warn(
                 f"--compile: {type(pl_module).__name__}'s steps did not call the module, so nothing ran "
-                "compiled: call self(x) in them (a forward), not a submodule such as self.net(x)",
-                stacklevel=1,
+                "compiled: call self(x) in them (a forward), not a submodule such as self.net(x)"
             )
         elif trainer.is_global_zero:
             print(

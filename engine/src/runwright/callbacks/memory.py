@@ -33,7 +33,9 @@ class MemoryMonitor(Callback):
     (:class:`MemoryGrowthWarning`) when the CUDA allocated memory (on a GPU) or the RSS rose by at least
     ``min_growth_mib`` after each of the last ``patience`` epochs (the first ``warmup_epochs`` left out
     while caches fill; confirmed after a full garbage collection): the usual cause is a tensor kept across
-    steps, such as a loss appended to a list. ``enabled=False`` turns logging and the check off.
+    steps, such as a loss appended to a list. Under DDP the logged figures are the largest process's
+    (the one nearest to running out), and each process checks its own growth. ``enabled=False`` turns
+    logging and the check off.
 
     Raises:
         ValueError: ``patience`` is below 1.
@@ -56,7 +58,7 @@ class MemoryMonitor(Callback):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_: object) -> None:
         """Log the figures every ``log_every_n_steps`` optimizer steps."""
         if self.enabled and self.log_every_n_steps > 0 and trainer.global_step % self.log_every_n_steps == 0:
-            pl_module.log_dict(memory_stats_mib(pl_module.device))
+            pl_module.log_dict(memory_stats_mib(pl_module.device), sync_dist=True, reduce_fx="max")
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures, check the growth and reset the CUDA peak."""
@@ -75,7 +77,7 @@ class MemoryMonitor(Callback):
                 f"{message} (a loss in a list?) keeps its graph; store .item()", category=MemoryGrowthWarning
             )
             self.epoch_end_mib.clear()
-        pl_module.log_dict(stats)
+        pl_module.log_dict(stats, sync_dist=True, reduce_fx="max")
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 

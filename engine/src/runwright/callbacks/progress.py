@@ -7,7 +7,13 @@ import time
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelSummary, ProgressBar, RichModelSummary
+from lightning.pytorch.callbacks import (
+    ModelSummary,
+    ProgressBar,
+    RichModelSummary,
+    RichProgressBar,
+    TQDMProgressBar,
+)
 from torchmetrics import Metric, MetricCollection
 
 from ..console import stdout_is_terminal
@@ -79,15 +85,25 @@ class RichSummary(PlainModelSummary, RichModelSummary):
     """Lightning's rich (terminal) model summary without metric rows."""
 
 
-def default_extra_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
-    """The progress display and model summary the engine adds unless the config chose its own: on a
-    terminal Lightning's bar and the rich summary, otherwise :class:`LineProgressBar` and the plain
-    summary; depth 3 reaches the backbone's layers."""
-    terminal, extra = stdout_is_terminal(), list[Callback]()
+def console_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback]) -> list[Callback]:
+    """The config's ``callbacks`` as this console shows them, then the progress display and model summary
+    the engine adds unless the config chose its own (depth 3 reaches the backbone's layers).
+
+    On a terminal: the callbacks as given, Lightning's bar (when none is given) and the rich summary.
+    Otherwise (a log, a pipe, CI) a bar that redraws itself in place, a ``TQDMProgressBar`` or
+    ``RichProgressBar`` (a log gets carriage returns and ANSI codes, or nothing before the end), is
+    replaced by a :class:`LineProgressBar` with its ``refresh_rate``; without a bar a
+    ``LineProgressBar()`` is added, and the plain summary.
+    """
+    terminal = stdout_is_terminal()
+    if not terminal:
+        redrawn = (TQDMProgressBar, RichProgressBar)
+        callbacks = [LineProgressBar(int(c.refresh_rate)) if isinstance(c, redrawn) else c for c in callbacks]
+    extra = list[Callback]()
     bar = trainer_config.get("enable_progress_bar") is not False and not terminal
     if bar and not any(isinstance(cb, ProgressBar) for cb in callbacks):
         extra.append(LineProgressBar())
     summary = trainer_config.get("enable_model_summary") is not False
     if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
         extra.append((RichSummary if terminal else PlainModelSummary)(max_depth=3))
-    return extra
+    return [*callbacks, *extra]
