@@ -27,7 +27,7 @@ PRIVATE_ATTRIBUTES = (
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
-    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
+    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type, val_class: a class, its bases"),
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
     ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
@@ -114,6 +114,23 @@ def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], 
         name = local.get("name")
         if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
             return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
+        frame = frame.tb_next
+    return None
+
+
+def rejected_class(error: BaseException) -> tuple[type, tuple[type, ...]] | None:
+    """The class that a class path named (``--model=acme.Net``) which jsonargparse rejected for not being a
+    subclass of the argument's type, and the classes it had to be a subclass of; ``None`` for another
+    error. Read from the frames of ``error``'s traceback: ``val_class`` and ``typehint`` are locals of
+    ``adapt_typehints``, ``subclass`` is ``False`` there when the class was rejected."""
+    frame = error.__traceback__
+    while frame is not None:
+        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+        given, hint = local.get("val_class"), local.get("typehint")
+        if code == "adapt_typehints" and local.get("subclass") is False and isinstance(given, type):
+            bases = tuple(c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None))
+            if bases:
+                return given, bases
         frame = frame.tb_next
     return None
 
