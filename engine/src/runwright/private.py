@@ -1,7 +1,7 @@
-"""Every private Lightning and jsonargparse attribute the engine uses, behind one function each, and their
-registry :data:`PRIVATE_ATTRIBUTES`, which ``tests/test_private_apis.py`` checks against the installed
-versions so that an upgrade that moves one fails there, loudly. Each is used only where no public API
-gives what the engine promises (the reason is in the registry)."""
+"""Every private Lightning, jsonargparse and torch attribute the engine uses, behind one function each,
+and their registry :data:`PRIVATE_ATTRIBUTES`, which ``tests/test_private_apis.py`` checks against the
+installed versions so that an upgrade that moves one fails there, loudly. Each is used only where no
+public API gives what the engine promises (the reason is in the registry)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ PRIVATE_ATTRIBUTES = (
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
     ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
+    ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
 )
 
 
@@ -132,6 +133,19 @@ def rejected_class(error: BaseException) -> tuple[type, tuple[type, ...]] | None
             if bases:
                 return given, bases
         frame = frame.tb_next
+    return None
+
+
+def cpp_compiler_problem() -> str | None:
+    """Why inductor finds no C++ compiler for CPU code (torch's own search, ``get_cpp_compiler``: the
+    ``CXX`` environment variable, else ``g++``, each run with ``--version``), or ``None`` when it finds
+    one."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except (RuntimeError, OSError) as error:
+        return str(error).strip().partition("\n")[0]
     return None
 
 
