@@ -128,27 +128,54 @@ def test_exact_resume_holds_with_compile(run_cli: Any, workdir: Path) -> None:
     assert not different
 
 
+def exits(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    """Run ``fit`` of one step with ``args``, which must stop; its exit code and ``error:`` lines."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        main(["fit", "--trainer.max_epochs=1", "--trainer.limit_train_batches=1", *args])
+    return int(caught.value.code or 0), [
+        e for e in capsys.readouterr().err.splitlines() if e.startswith("error:")
+    ]
+
+
 def test_a_model_that_fails_to_compile_stops_with_one_error_line(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def exits(*args: str) -> tuple[int, list[str]]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as caught:
-            main(["fit", "--trainer.max_epochs=1", "--trainer.limit_train_batches=1", *args])
-        return int(caught.value.code or 0), [
-            e for e in capsys.readouterr().err.splitlines() if e.startswith("error:")
-        ]
-
-    code, errors = exits("--model=test_compile.GraphBreakClassifier", *CHEAP, "--compile.fullgraph=true")
+    code, errors = exits(
+        capsys, "--model=test_compile.GraphBreakClassifier", *CHEAP, "--compile.fullgraph=true"
+    )
     assert code == 2 and len(errors) == 1, errors
     assert errors[0].startswith("error: torch.compile failed: ")
     assert errors[0].endswith(
         "Run eagerly with --compile.enabled=false, or try --compile.backend=aot_eager or "
         "--compile.fullgraph=false"
     )
-    code, errors = exits(COMPILE, "--compile.backend=no_such_backend")
+    code, errors = exits(capsys, COMPILE, "--compile.backend=no_such_backend")
     assert code == 2 and len(errors) == 1 and "no_such_backend" in errors[0], errors
     assert not (workdir / "logs").exists()  # no run folder left behind
+
+
+def test_inductor_on_cpu_without_a_cpp_compiler_stops_before_the_run_and_names_aot_eager(
+    run_cli: Any, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compiler inductor runs (``torch._inductor.config.cpp.cxx``: ``$CXX``, else ``g++``) missing:
+    one line before the stage runs (nothing traced), no run folder; the backend it names trains without
+    one."""
+    missing = str(workdir / "no-such-g++")
+    with torch._inductor.config.patch({"cpp.cxx": (None, missing)}):
+        code, errors = exits(capsys, COMPILE)
+        assert not (workdir / "logs").exists()
+        fixed = run_cli("fit", COMPILE, "--compile.backend=aot_eager", "--trainer.limit_val_batches=0")
+    assert code == 2 and len(errors) == 1, errors
+    assert errors[0].startswith(
+        "error: --compile.backend=inductor compiles C++ for the CPU and finds no C++ compiler ("
+    )
+    assert missing in errors[0]
+    assert errors[0].endswith(
+        "install one (g++) or point the CXX environment variable at it, or use --compile.backend=aot_eager "
+        "(no compiler needed), or --compile.enabled=false"
+    )
+    assert fixed.trainer.global_step == 2
 
 
 class DirectClassifier(PlainClassifier):

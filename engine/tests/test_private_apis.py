@@ -1,4 +1,4 @@
-"""The private Lightning (and jsonargparse) attributes that ``runwright/private.py`` lists (its
+"""The private Lightning (and jsonargparse, torch) attributes that ``runwright/private.py`` lists (its
 ``PRIVATE_ATTRIBUTES``): each exists in the installed version, and the behaviour it is used for still
 holds, so an upgrade that renames or changes one fails here, loudly, instead of silently breaking a resume."""
 
@@ -44,6 +44,7 @@ def test_every_private_attribute_exists_in_the_installed_lightning(run_cli: RunC
         "jsonargparse._util": importlib.import_module("jsonargparse._util"),
         "lightning.pytorch.tuner.lr_finder": importlib.import_module("lightning.pytorch.tuner.lr_finder"),
         "WeightAveraging": EMAWeightAveraging(),
+        "torch._inductor.cpp_builder": importlib.import_module("torch._inductor.cpp_builder"),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:

@@ -10,7 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import pytorch_lightning
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint as StandaloneModelCheckpoint
 from support import FAST, RunCLI, main, run_dirs, run_module, start_module, wait_for_file
 
 from runwright.base import seeded_split
@@ -87,11 +89,25 @@ def test_input_check_ignores_nan_padding_behind_a_mask_but_not_real_nan() -> Non
 
 
 # ---------------------------------------------------------------------------------- bad config
+class TutorialModule(pytorch_lightning.LightningModule):
+    """A model as older tutorials write one (``import pytorch_lightning as pl``): a subclass of the
+    ``pytorch_lightning`` package's LightningModule, which is not ``lightning.pytorch``'s."""
+
+
+class TutorialData(pytorch_lightning.LightningDataModule):
+    """A DataModule as older tutorials write one."""
+
+
+class TutorialCheckpoint(StandaloneModelCheckpoint):
+    """A callback built on ``pytorch_lightning``'s ModelCheckpoint."""
+
+
 BAD_FILES = {
     "bad_key.yaml": "trainer:\n  max_epohcs: 3\n",
     "bad_class.yaml": "model:\n  class_path: fixture_task.TinyClasifier\n",
     "bad_short_class.yaml": "model:\n  class_path: TinyClasifier\n",
     "bad_argument.yaml": "model:\n  init_args:\n    lr_scheduler_intervl: step\n",
+    "tutorial_module.yaml": "model:\n  class_path: TutorialModule\n",
     "bad_callback.yaml": "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks."
     "EarlyStopping\n      init_args:\n        monitr: val/loss\n",
 }
@@ -103,6 +119,16 @@ MEAN, TINY, TINY_CNN, INTERVAL = (
     "fixture_task.TinyCNN",
     "lr_scheduler_interval",
 )
+
+
+def standalone(path: str, base: str, at: str = "") -> str:
+    """The line for ``path``, a class built on ``pytorch_lightning.<base>`` (``callbacks.ModelCheckpoint``),
+    given where a ``lightning.pytorch`` class is needed (``at``: the file it is in)."""
+    module, _, name = f"lightning.pytorch.{base}".rpartition(".")
+    return (
+        f"`{path}`{at} is built on pytorch_lightning.{base}, which is not lightning.pytorch.{base} (another "
+        f"package's copy of it): import `from {module} import {name}` in its module, not pytorch_lightning"
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,6 +186,36 @@ MEAN, TINY, TINY_CNN, INTERVAL = (
             ["--model.backbone=fixture_task.NoSuchNet"],
             "`fixture_task.NoSuchNet` does not exist",
         ),  # none close
+        (  # a class of another kind: the kind it must be
+            ["--model=torch.nn.Linear"],
+            "`torch.nn.Linear` is not a subclass of lightning.pytorch.LightningModule",
+        ),
+        (
+            ["--trainer.callbacks+=fixture_task.TinyClassifier"],
+            "`fixture_task.TinyClassifier` is not a subclass of lightning.pytorch.Callback",
+        ),
+        (  # a class built on pytorch_lightning, as older tutorials import Lightning: both classes, the import
+            ["--model=test_reliability.TutorialModule"],
+            standalone("test_reliability.TutorialModule", "LightningModule"),
+        ),
+        (["--model=TutorialModule"], standalone("test_reliability.TutorialModule", "LightningModule")),
+        (
+            ["-c", "tutorial_module.yaml"],
+            standalone("test_reliability.TutorialModule", "LightningModule", " (in tutorial_module.yaml)"),
+        ),
+        (
+            ["--data=test_reliability.TutorialData"],
+            standalone("test_reliability.TutorialData", "LightningDataModule"),
+        ),
+        (
+            ["--trainer.callbacks+=test_reliability.TutorialCheckpoint"],
+            standalone("test_reliability.TutorialCheckpoint", "callbacks.ModelCheckpoint"),
+        ),
+        (
+            ["--trainer.logger=pytorch_lightning.loggers.CSVLogger"],
+            "`pytorch_lightning.loggers.CSVLogger` is another package's copy of "
+            "lightning.pytorch.loggers.CSVLogger: give `lightning.pytorch.loggers.CSVLogger`",
+        ),
         (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest
         (["--trainer.max_epochs=three"], None),
     ],

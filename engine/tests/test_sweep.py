@@ -127,6 +127,11 @@ class FailFromOutside(Callback):
         ({"search_space": {BATCH: {"name": "IntDistribution", "attributes": {"low": 1, "hihg": 2}}}}, "hihg"),
         ({"pruner": {"class_path": "MedainPruner"}}, "MedainPruner"),
         ({"sampler": {"class_path": "TPESampler", "init_args": {"sed": 0}}}, "sed"),
+        (  # a class that rejects its arguments: the class and its own reason
+            {"pruner": {"class_path": "ThresholdPruner"}},
+            "pruner: ThresholdPruner rejects its init_args: TypeError: Either lower or upper must be "
+            "specified",
+        ),
         ({"enqueue_trials": [{"trainer.max_epochs": 3}]}, "trainer.max_epochs"),
     ],
 )
@@ -162,6 +167,36 @@ def test_help_lists_the_sweep_settings(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit), warnings.catch_warnings():
         main(["--help"])
     assert "sweep: hyperparameter search" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_sampler_that_wraps_another_is_built_from_short_names(workdir: Path) -> None:
+    """Short class names at every level of the sweep YAML, as in the README: a PartialFixedSampler that
+    fixes the batch size around a RandomSampler, a PatientPruner around a MedianPruner; the trial it
+    samples has the fixed value."""
+    config = write_sweep(
+        workdir / "fixed.yaml",
+        sampler={
+            "class_path": "PartialFixedSampler",
+            "init_args": {
+                "fixed_params": {BATCH: 32},
+                "base_sampler": {"class_path": "RandomSampler", "init_args": {"seed": 0}},
+            },
+        },
+        pruner={
+            "class_path": "PatientPruner",
+            "init_args": {"wrapped_pruner": {"class_path": "MedianPruner"}, "patience": 1},
+        },
+    )
+    sweep(
+        "--config",
+        str(config),
+        "--n_trials",
+        "1",
+        "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=1",
+    )
+    (trial,) = stored_trials(workdir / "logs", "fixed")
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.params[BATCH] == 32, trial
 
 
 def test_a_list_choice_reaches_fit_as_the_list(workdir: Path) -> None:

@@ -1,5 +1,7 @@
 """LightningCLI's parser with errors that suggest the fix: a misspelt key or class name is one ``error:``
-line naming it, the closest valid name (``difflib``) and, for a ``--config`` file, the file.
+line naming it, the closest valid name (``difflib``) and, for a ``--config`` file, the file; a class of
+the wrong kind is one line naming the class it must subclass (for a class built on ``pytorch_lightning``,
+the ``lightning.pytorch`` import to use).
 
 jsonargparse's own message stays for every other error. The explanation reads
 what jsonargparse parsed (the exception chain, the namespace, the unrecognized arguments), never the
@@ -9,6 +11,7 @@ that were read (YAML) and looks the key up."""
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -17,7 +20,7 @@ from typing import Any, NoReturn
 import yaml
 from jsonargparse import Namespace
 
-from .private import RecordsUnrecognized, unresolved_class_name
+from .private import RecordsUnrecognized, rejected_class, unresolved_class_name
 
 
 def closest(name: str, choices: Iterable[str]) -> list[str]:
@@ -69,15 +72,72 @@ def in_class(key: str, namespace: Namespace) -> bool:
 MODULE_PATH = " (import the class in the package's __init__.py, or give its whole path: module.Class)"
 
 
+#: Lightning's package, and ``pytorch_lightning``: the same code under another name, so other classes (a
+#: ``pytorch_lightning.LightningModule`` subclass is no ``lightning.pytorch.LightningModule`` subclass).
+LIGHTNING, STANDALONE = "lightning.pytorch", "pytorch_lightning"
+
+
+def public_path(cls: type) -> str:
+    """``cls``'s path from the shortest of its module's imported parents that has it, within
+    ``lightning.pytorch`` for Lightning's classes (``lightning.pytorch.LightningModule``, not
+    ``lightning.pytorch.core.module.LightningModule``, as Lightning's docs import them)."""
+    parts = cls.__module__.split(".")
+    start = LIGHTNING.count(".") + 1 if f"{cls.__module__}.".startswith(f"{LIGHTNING}.") else 1
+    for n in range(start, len(parts) + 1):
+        module = sys.modules.get(".".join(parts[:n]))
+        if getattr(module, cls.__qualname__, None) is cls:
+            return f"{module.__name__}.{cls.__qualname__}"  # type: ignore[union-attr]
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def twin(cls: type, package: str, other: str) -> type | None:
+    """The class of ``cls``'s name in the module of ``other`` (an imported package) that mirrors
+    ``cls``'s module in ``package``, or ``None``."""
+    if not f"{cls.__module__}.".startswith(f"{package}."):
+        return None
+    found = getattr(sys.modules.get(other + cls.__module__.removeprefix(package)), cls.__qualname__, None)
+    return found if isinstance(found, type) and found is not cls else None
+
+
+def not_a_subclass(cls: type, bases: tuple[type, ...], at: str) -> str:
+    """One line for ``cls`` given where a subclass of one of ``bases`` is needed; for a class built on
+    ``pytorch_lightning`` it names the ``lightning.pytorch`` import to use instead."""
+    path = public_path(cls)
+    for mirrored in (c for c in cls.__mro__ if c.__module__.partition(".")[0] == STANDALONE):
+        own = twin(mirrored, STANDALONE, LIGHTNING)
+        if own is not None and issubclass(own, bases):
+            module, _, name = public_path(own).rpartition(".")
+            if mirrored is cls:
+                return f"`{path}`{at} is another package's copy of {module}.{name}: give `{module}.{name}`"
+            return (
+                f"`{path}`{at} is built on {public_path(mirrored)}, which is not {module}.{name} (another "
+                f"package's copy of it): import `from {module} import {name}` in its module, not {STANDALONE}"
+            )
+    return f"`{path}`{at} is not a subclass of {' or '.join(public_path(base) for base in bases)}"
+
+
+def subclass_named(name: str, bases: Iterable[type]) -> type | None:
+    """A subclass of one of ``bases`` (or of a base itself) named ``name``, or ``None``."""
+    todo = list(bases)
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ == name:
+            return cls
+        todo += cls.__subclasses__()
+    return None
+
+
 def explain(
     error: BaseException | None, unrecognized: list[str], options: Iterable[str], reading: str | None = None
 ) -> str | None:
-    """One line for a misspelt name, or ``None`` for another error.
+    """One line for a misspelt name or a class of the wrong kind, or ``None`` for another error.
 
-    In ``error``'s chain: an :class:`UnknownKey`, or the ``AttributeError`` of a class path whose
-    module lacks the name (``acme.models.Classifer``); ``reading`` is the ``--config`` file
-    being read. Otherwise the first of ``unrecognized`` (command-line arguments no option took)
-    against ``options`` (the parser's option strings)."""
+    In ``error``'s chain: an :class:`UnknownKey`, the ``AttributeError`` of a class path whose
+    module lacks the name (``acme.models.Classifer``), a short class name no class has, or a class that
+    is not a subclass of the argument's type (:func:`not_a_subclass`; a short name of a class built on
+    ``pytorch_lightning`` too); ``reading`` is the ``--config`` file being read. Otherwise the first of
+    ``unrecognized`` (command-line arguments no option took) against ``options`` (the parser's option
+    strings)."""
     while error is not None:
         if isinstance(error, UnknownKey):
             where = file_with(error.key, error.files) or reading
@@ -99,14 +159,19 @@ def explain(
             by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
             for path in paths:
                 by_name.setdefault(path.rpartition(".")[2], []).append(path)
+            at = f" (in {reading})" if reading else ""
+            mirrors = [mirror for base in bases if (mirror := twin(base, LIGHTNING, STANDALONE))]
+            if (found := subclass_named(name, mirrors)) is not None:  # (a pytorch_lightning class)
+                return not_a_subclass(found, bases, at)
             names = [short for short in by_name if short not in kinds]  # (not the base class itself)
             suggested: list[str] = []  # the short name, or its class paths when several classes have it
             for short in closest(name, names):
                 suggested += [short] if len(by_name[short]) == 1 else by_name[short]
             close = did_you_mean(suggested)
-            at = f" (in {reading})" if reading else ""
             kind = " or ".join(kinds)
             return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
+        if rejected := rejected_class(error):
+            return not_a_subclass(*rejected, f" (in {reading})" if reading else "")
         error = error.__cause__ or error.__context__
     if unrecognized:
         option = unrecognized[0].partition("=")[0]

@@ -1,7 +1,7 @@
-"""Every private Lightning and jsonargparse attribute the engine uses, behind one function each, and their
-registry :data:`PRIVATE_ATTRIBUTES`, which ``tests/test_private_apis.py`` checks against the installed
-versions so that an upgrade that moves one fails there, loudly. Each is used only where no public API
-gives what the engine promises (the reason is in the registry)."""
+"""Every private Lightning, jsonargparse and torch attribute the engine uses, behind one function each,
+and their registry :data:`PRIVATE_ATTRIBUTES`, which ``tests/test_private_apis.py`` checks against the
+installed versions so that an upgrade that moves one fails there, loudly. Each is used only where no
+public API gives what the engine promises (the reason is in the registry)."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ PRIVATE_ATTRIBUTES = (
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
-    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type: a short name's base classes"),
+    ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type, val_class: a class, its bases"),
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
     ("jsonargparse._typehints", "get_all_subclass_paths", "the class paths a short name is resolved among"),
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
     ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
+    ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
 )
 
 
@@ -123,6 +124,36 @@ def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], 
         if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
             return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
         frame = frame.tb_next
+    return None
+
+
+def rejected_class(error: BaseException) -> tuple[type, tuple[type, ...]] | None:
+    """The class that a class path named (``--model=acme.Net``) which jsonargparse rejected for not being a
+    subclass of the argument's type, and the classes it had to be a subclass of; ``None`` for another
+    error. Read from the frames of ``error``'s traceback: ``val_class`` and ``typehint`` are locals of
+    ``adapt_typehints``, ``subclass`` is ``False`` there when the class was rejected."""
+    frame = error.__traceback__
+    while frame is not None:
+        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+        given, hint = local.get("val_class"), local.get("typehint")
+        if code == "adapt_typehints" and local.get("subclass") is False and isinstance(given, type):
+            bases = tuple(c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None))
+            if bases:
+                return given, bases
+        frame = frame.tb_next
+    return None
+
+
+def cpp_compiler_problem() -> str | None:
+    """Why inductor finds no C++ compiler for CPU code (torch's own search, ``get_cpp_compiler``: the
+    ``CXX`` environment variable, else ``g++``, each run with ``--version``), or ``None`` when it finds
+    one."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+
+    try:
+        get_cpp_compiler()
+    except (RuntimeError, OSError) as error:
+        return str(error).strip().partition("\n")[0]
     return None
 
 

@@ -77,9 +77,14 @@ def required_engine(package: str) -> Requirement | None:
 
 
 def missing_modules(extra: str) -> list[str]:
-    """The modules of the engine's ``extra`` (:data:`EXTRAS`) that are not installed."""
-    imported = set(sys.modules)  # (find_spec fails on a lazily imported module, optuna_integration's)
-    return [name for name in EXTRAS[extra] if name not in imported and importlib.util.find_spec(name) is None]
+    """The modules of the engine's ``extra`` (:data:`EXTRAS`) that are not installed (or that
+    ``sys.modules`` blocks: ``None`` there)."""
+    imported = dict(sys.modules)  # (find_spec fails on a lazily imported module, optuna_integration's)
+    return [
+        name
+        for name in EXTRAS[extra]
+        if imported.get(name) is None and importlib.util.find_spec(name) is None
+    ]
 
 
 def check_engine_version(package: str, version: str) -> None:

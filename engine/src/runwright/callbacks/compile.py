@@ -8,6 +8,7 @@ from typing import Any, Literal
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 
+from .. import private
 from ..errors import ConfigError, first_line
 
 #: ``torch.compile``'s modes (``None``: its default).
@@ -36,6 +37,8 @@ class CompileModel(Callback):
     eager; ``state_dict`` keys stay the eager module's, so every command loads a compiled run's
     checkpoint uncompiled and a run resumes compiled or not. The first training step's time (mostly
     compiling) is printed once; steps that never call the module get a warning (nothing runs compiled).
+    Inductor on CPU without a C++ compiler is refused before the stage runs, naming the backend that
+    needs none.
 
     Args:
         enabled: Compile the module (default off: the model runs eagerly).
@@ -45,7 +48,8 @@ class CompileModel(Callback):
         backend: ``inductor`` (fused kernels; needs a C++ compiler on CPU), ``aot_eager`` or ``eager``.
 
     Raises:
-        ConfigError: ``torch.compile`` rejects the settings (e.g. an unknown backend).
+        ConfigError: ``torch.compile`` rejects the settings (e.g. an unknown backend), or inductor would
+            compile CPU code and finds no C++ compiler.
     """
 
     def __init__(
@@ -62,6 +66,18 @@ class CompileModel(Callback):
         self._first_step = 0.0
         self.first_step_seconds = 0.0  # the first training step's wall-clock time (mostly compiling)
         self._compiled: LightningModule | None = None
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Refuse inductor on CPU without a C++ compiler (found as inductor finds it), before the stage
+        runs: inductor would fail at the first compiled call, after tracing the model."""
+        if not (self.enabled and self.backend == "inductor" and trainer.strategy.root_device.type == "cpu"):
+            return
+        if (problem := private.cpp_compiler_problem()) is not None:
+            raise ConfigError(
+                f"--compile.backend=inductor compiles C++ for the CPU and finds no C++ compiler ({problem}): "
+                "install one (g++) or point the CXX environment variable at it, or use "
+                "--compile.backend=aot_eager (no compiler needed), or --compile.enabled=false"
+            )
 
     def _compile(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not self.enabled or self._compiled is pl_module:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import optuna
 import torch.distributed
+from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import NonNegativeInt, PositiveFloat, PositiveInt
 from lightning.pytorch.cli import LightningArgumentParser
 from optuna.distributions import CategoricalDistribution, IntDistribution, json_to_distribution
@@ -81,15 +82,29 @@ class SweepOptions:
     heartbeat_interval: PositiveInt = 60
 
 
-def build(spec: Any, seed_offset: int = 0) -> Any:
-    """The sampler or pruner that the parsed ``spec`` (``class_path``, ``init_args``) names, its ``seed``
-    (if set) plus ``seed_offset``; ``None`` for ``None``."""
+def build(option: str, spec: Namespace | None, base: type, seed_offset: int = 0) -> Any:
+    """The sampler or pruner (a ``base``) that the parsed ``spec`` of ``option`` names (``class_path``,
+    ``init_args``; a class in them is built too, and short names work at every level), its ``seed`` (if
+    set) plus ``seed_offset``; ``None`` for ``None``.
+
+    Raises:
+        ConfigError: the class rejects its arguments (``ThresholdPruner`` without a bound).
+    """
     if spec is None:
         return None
-    init_args = dict(spec.get("init_args") or {})
-    if init_args.get("seed") is not None:
-        init_args["seed"] += seed_offset
-    return class_of(spec.class_path)(**init_args)
+    spec = spec.clone()
+    if spec.get("init_args.seed") is not None:
+        spec.init_args.seed += seed_offset
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument(f"--{option}", type=base)
+    try:
+        return parser.instantiate_classes(parser.parse_object({option: spec.as_dict()}))[option]
+    except Exception as error:
+        cause = error.__cause__ or error
+        raise ConfigError(
+            f"{option}: {spec.class_path.rpartition('.')[2]} rejects its init_args: "
+            f"{type(cause).__name__}: {first_line(cause)}"
+        ) from None
 
 
 def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -> tuple[ProjectCLI, Any]:
@@ -180,13 +195,14 @@ class SweepCLI(ProjectCLI):
             fit.pop(key, None)
         self.fit_args = ["--config", self.parser.dump(fit, skip_none=False, skip_check=True)]
         self.name = config.study_name or Path(str((config.config or ["sweep"])[0])).stem
+        sampler = build("sampler", config.sampler, optuna.samplers.BaseSampler)
+        pruner = build("pruner", config.pruner, optuna.pruners.BasePruner) or optuna.pruners.NopPruner()
         self.folder = Path(config.logs_dir).expanduser().resolve() / f"{self.name}_sweep"  # results, SQLite
         self.folder.mkdir(parents=True, exist_ok=True)
         url = config.storage or f"sqlite:///{self.folder / 'optuna.db'}"
         self.storage = open_storage(url, config.heartbeat_interval)
-        pruner = build(config.pruner) or optuna.pruners.NopPruner()
         self.study = optuna.create_study(
-            storage=self.storage, sampler=build(config.sampler), pruner=pruner, study_name=self.name,
+            storage=self.storage, sampler=sampler, pruner=pruner, study_name=self.name,
             direction=direction, load_if_exists=True,
         )  # fmt: skip
         if self.study.direction.name != direction.upper():
@@ -231,7 +247,9 @@ class SweepCLI(ProjectCLI):
         """Build and fit the trial's run; its value (a pruned trial raises ``TrialPruned``)."""
         self.number = trial.number
         if self.config.sampler:  # seed + the trial's number: reproducible, and workers draw different trials
-            self.study.sampler = build(self.config.sampler, seed_offset=trial.number)
+            self.study.sampler = build(
+                "sampler", self.config.sampler, optuna.samplers.BaseSampler, trial.number
+            )
         run_name = f"{self.name}_trial{trial.number:03d}"
         trial.set_user_attr("run_dir", str(self.folder.parent / run_name))
         overrides = [override(trial, key, *spec) for key, spec in self.space.items()]
