@@ -27,7 +27,7 @@ from sqlalchemy import exc as sql
 
 from ..cli import ProjectCLI
 from ..errors import ConfigError, ProjectError, TrainingInterrupted, first_line
-from ..runs import class_of, write_atomically
+from ..runs import write_atomically
 
 #: Set by rank 0 of a DDP trial for the processes Lightning starts: the trial and its fit arguments (JSON).
 TRIAL_ENV = "RUNWRIGHT_SWEEP_TRIAL"
