@@ -84,13 +84,13 @@ def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> N
     assert epoch_of(Path(test.config.test.ckpt_path)) == 4  # the lowest score
 
 
-def test_best_resolves_when_the_filename_makes_subfolders(run_cli: RunCLI) -> None:
-    """``{val/acc:.3f}`` in a filename makes Lightning write into a subfolder ``epoch=1-val/``."""
+def test_best_resolves_when_the_filename_holds_a_metric_key(run_cli: RunCLI) -> None:
+    """``{val/acc:.3f}`` in a filename: one file in ``checkpoints/`` (``val_acc``), the best of top 2."""
     args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.7]", "--checkpoint.save_top_k=2"]
     args += ["--checkpoint.filename={epoch}-{val/acc:.3f}"]
     fit = run_cli("fit", *args, "--trainer.max_epochs=3")
     best = Path(run_cli("test", "--ckpt_path=best").config.test.ckpt_path)
-    assert (best.parent.name, best.name, epoch_of(best)) == ("epoch=1-val", "acc=0.900.ckpt", 1)
+    assert (best.parent.name, best.name, epoch_of(best)) == ("checkpoints", "epoch=1-val_acc=0.900.ckpt", 1)
     # and fit from it continues that run in its folder
     again = run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=best")
     assert again.run_dir == fit.run_dir and (fit.run_dir / "config.resume-1.yaml").is_file()
