@@ -2,15 +2,16 @@
 """cookiecutter ``post_gen_project`` hook: turn the copied reference project (the repo root, through the
 symlinks in ``{{cookiecutter.project_slug}}/``, not rendered) into the user's repo: rename the package,
 fill in the answers, keep the chosen logger and examples, say where the engine comes from (or copy it
-in), drop what is template-only. A rule that no longer matches raises :class:`TemplateDriftError`. The
-only Jinja is the context string under ``__main__``, so ``tests/test_template_hooks.py`` imports this
-module and tests each rule directly."""
+in), drop what is template-only and what git does not track. A rule that no longer matches raises
+:class:`TemplateDriftError`. The only Jinja is the context string under ``__main__``, so
+``tests/test_template_hooks.py`` imports this module and tests each rule directly."""
 
 from __future__ import annotations
 
 import datetime
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,7 +37,10 @@ FULL_EXAMPLES_ONLY = (
 # fmt: on
 #: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink).
 STAGED_NAMES = {"gitignore.template": ".gitignore"}
+#: Tool caches, deleted from every generated repo (from a git checkout, every untracked file goes too).
 CACHE_DIRS = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache", "*.egg-info")
+#: The template folder (cookiecutter copies it, links followed), in the template's root.
+TEMPLATE_FOLDER = "{{cookiecutter.project_slug}}"
 #: Folder (a symlink to ``hooks/licenses`` in the template) with ``<license>.txt`` per license choice.
 LICENSES_DIR = ".template_licenses"
 #: Folder (a symlink to the template's ``engine/``, the engine's distribution): ``engine_source=copy``
@@ -136,6 +140,69 @@ def rewrite_lowest(text: str, answers: Mapping[str, Any]) -> str:
     return text
 
 
+def template_root(answers: Mapping[str, Any]) -> Path | None:
+    """The absolute folder cookiecutter generated from (``_repo_dir``: a local template, cookiecutter's
+    clone of a git URL or its unpacked archive); ``None`` where the answers name none (cruft). A
+    relative ``_repo_dir`` is relative to the folder cookiecutter was started in, which this hook (run
+    in the new repo) knows as the shell's ``PWD``. Raises :class:`FileNotFoundError` when no template
+    is there."""
+    repo_dir = answers.get("_repo_dir")
+    if not repo_dir:
+        return None
+    folder, started_in = Path(str(repo_dir)), os.environ.get("PWD")
+    if folder.is_absolute():
+        return folder.resolve()
+    if started_in and (Path(started_in) / folder / "cookiecutter.json").is_file():
+        return (Path(started_in) / folder).resolve()
+    where = started_in or "the folder cookiecutter was started in (the shell's PWD is not set)"
+    raise FileNotFoundError(
+        f"no template {repo_dir!r} in {where}: give cookiecutter the template's absolute path"
+    )
+
+
+def tracked_files(template: Path) -> set[str] | None:
+    """The files git tracks in ``template`` (``/``-separated paths relative to it, submodules'
+    files included; a tracked symlink is one file); ``None`` where ``template`` is not a git checkout
+    of a template (an unpacked zip or tarball, a folder no repository tracks), or with a warning
+    where git cannot list it."""
+    if not any((folder / ".git").exists() for folder in (template, *template.parents)):
+        return None
+    command = ["git", "-C", str(template), "ls-files", "-z", "--recurse-submodules"]
+    try:
+        listed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        reason = (getattr(error, "stderr", None) or str(error)).strip().splitlines()[0]
+        print(
+            f"WARNING: git cannot list the template's files ({reason}); untracked ones were copied too.",
+            file=sys.stderr,
+        )
+        return None
+    tracked = set(listed.split("\0")) - {""}
+    return tracked if "cookiecutter.json" in tracked else None
+
+
+def drop_untracked(root: Path, template: Path, tracked: set[str]) -> None:
+    """Delete from the copy in ``root`` of ``template``'s template folder every file whose source is
+    not in ``tracked`` (:func:`tracked_files`), and every folder with no tracked file in it. A file's
+    source is its path in the template folder with the links of its folders followed, relative to
+    ``template``: ``project/x.py`` is ``project/x.py`` (through the link ``project -> ../project``),
+    ``Makefile`` the tracked link ``{{cookiecutter.project_slug}}/Makefile``."""
+    top = template.resolve()
+    tracked_folders = {parent.as_posix() for path in tracked for parent in Path(path).parents}
+
+    def source(path: Path) -> str:
+        return Path(os.path.relpath(path, top)).as_posix()
+
+    for folder, folders, files in os.walk(root):
+        here = (template / TEMPLATE_FOLDER / Path(folder).relative_to(root)).resolve()
+        for name in files:
+            if source(here / name) not in tracked:
+                (Path(folder) / name).unlink()
+        for name in [name for name in folders if source((here / name).resolve()) not in tracked_folders]:
+            shutil.rmtree(Path(folder) / name)
+            folders.remove(name)
+
+
 def pip_url(template: str) -> str:
     """The ``git+`` URL that pip clones for a template's git URL (``https://``, ``ssh://``, ``file://``,
     scp-like ``git@host:owner/repo.git``, or already ``git+...``)."""
@@ -174,7 +241,8 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
     repo was generated from; from a local folder, a direct reference to its ``engine/`` folder.
     ``index``: a package index serves it (``runwright~=X.Y`` from pyproject.toml). ``copy``: the repo's
     own ``engine/`` (editable). Raises :class:`subprocess.CalledProcessError` when git cannot name the
-    commit of a cloned template."""
+    commit of a cloned template, :class:`FileNotFoundError` when the template is not where
+    :func:`template_root` looks."""
     choice, subdirectory = answers["engine_source"], f"#subdirectory={ENGINE_FOLDER}"
     if choice == "index":
         index = f"a package index (pip's --index-url or --extra-index-url, e.g. your team's) serves {ENGINE}"
@@ -188,8 +256,9 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
 
     template = expand_abbreviations(str(answers.get("_template", "")), BUILTIN_ABBREVIATIONS)
     commit = answers.get("_commit")
+    root = template_root(answers)
     if is_repo_url(template):
-        folder = Path(str(answers.get("_repo_dir") or "."))
+        folder = root or Path.cwd()
         if not commit:
             command = ["git", "-C", str(folder), "rev-parse", "HEAD"]
             commit = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
@@ -200,7 +269,7 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
             f"the git repository this repo was generated from, at that commit ({commit[:12]})",
             docs,
         )
-    folder = Path(str(answers.get("_repo_dir") or template)).expanduser().resolve()
+    folder = root or Path(template).expanduser().resolve()
     docs = f"{(folder / ENGINE_FOLDER).as_uri()}/"
     if commit:  # cruft: its clone of the local template, at a commit
         return EngineSource(
@@ -331,8 +400,11 @@ def init_git(root: Path, author: str, email: str) -> None:
 
 def generate(root: Path, answers: Mapping[str, Any]) -> None:
     """Turn the copied reference project in ``root`` into the repo described by ``answers`` (whose
-    choices cookiecutter has checked). Raises :class:`TemplateDriftError` or :class:`OSError`."""
+    choices cookiecutter has checked); from a git checkout of the template, only the files git tracks
+    (:func:`drop_untracked`). Raises :class:`TemplateDriftError` or :class:`OSError`."""
     package = answers["package_name"]
+    if (template := template_root(answers)) and (tracked := tracked_files(template)) is not None:
+        drop_untracked(root, template, tracked)
     removed = drop_examples(root) if answers["examples"] == "minimal" else []
     for relative in TEMPLATE_ONLY_PATHS:
         (root / relative).unlink()

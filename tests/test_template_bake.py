@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 from support import FAST, REPO_ROOT
-from test_template_hooks import post_gen
+from test_template_hooks import UNTRACKED, files_of, git, post_gen, snapshot_template
 
 cookiecutter_main = pytest.importorskip("cookiecutter.main")
 from cookiecutter.exceptions import FailedHookException  # noqa: E402
@@ -92,8 +92,8 @@ LEFTOVER = re.compile(
 )
 
 
-def bake(output_dir: Path, **answers: Any) -> Path:
-    """Generate a repo from the template in ``output_dir`` (no prompts); returns the repo folder."""
+def bake(output_dir: Path, template: str = str(REPO_ROOT), **answers: Any) -> Path:
+    """Generate a repo from ``template`` in ``output_dir`` (no prompts); returns the repo folder."""
     config = output_dir / "cookiecutter-config.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -102,7 +102,7 @@ def bake(output_dir: Path, **answers: Any) -> Path:
     )
     return Path(
         cookiecutter_main.cookiecutter(
-            str(REPO_ROOT),
+            template,
             no_input=True,
             extra_context={**COMMON, **answers},
             output_dir=str(output_dir / "out"),
@@ -474,26 +474,6 @@ def test_bad_answers_stop_generation_and_leave_nothing(
     assert list((tmp_path / "out").iterdir()) == []
 
 
-def _git(cwd: Path, *args: str) -> str:
-    command = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args]
-    return subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True).stdout
-
-
-def _snapshot_template(destination: Path) -> None:
-    """Copy the template's tracked files as they are on disk (links kept) into a new one-commit repo."""
-    tracked = _git(REPO_ROOT, "ls-files", "-z").split("\0")
-    for relative in filter(None, tracked):
-        source, target = REPO_ROOT / relative, destination / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            target.symlink_to(os.readlink(source))
-        elif source.is_file():
-            shutil.copy2(source, target)
-    _git(destination, "init", "--quiet")
-    _git(destination, "add", "--all")
-    _git(destination, "commit", "--quiet", "-m", "template")
-
-
 def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: Path) -> None:
     """``cruft create`` generates the same repo (cruft runs the hooks too), and after a change to the
     template ``cruft update`` applies it with the package name already rewritten."""
@@ -501,7 +481,7 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout of the template")
     template = tmp_path / "template"
-    _snapshot_template(template)
+    snapshot_template(template)
     repo = cruft.create(
         str(template),
         output_dir=tmp_path / "out",
@@ -513,16 +493,36 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
     assert engine == f"runwright @ git+{template.resolve().as_uri()}@{commit}#subdirectory=engine"
     assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "--all")
-    _git(repo, "commit", "--quiet", "-m", "generated")
+    git(repo, "init", "--quiet")
+    git(repo, "add", "--all")
+    git(repo, "commit", "--quiet", "-m", "generated")
 
     models = template / "project" / "models" / "__init__.py"
     models.write_text(models.read_text() + '\n#: Added upstream.\nUPSTREAM = "project.models.classifier"\n')
-    _git(template, "commit", "--quiet", "--all", "-m", "upstream change")
+    git(template, "commit", "--quiet", "--all", "-m", "upstream change")
     assert cruft.update(repo, skip_apply_ask=True)
     updated = (repo / "acme_vision" / "models" / "__init__.py").read_text()
     assert 'UPSTREAM = "acme_vision.models.classifier"' in updated
+
+
+def test_a_local_clone_with_files_of_one_s_own_generates_the_same_repo(
+    baked: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cd work && cookiecutter template`` (a relative path) from a clone with untracked and ignored
+    files in the folders a repo gets (a scratch module, a notebook, run logs, the engine's venv, build
+    and egg-info): the repo has the files of the one generated from this checkout, and so does its
+    first commit, the copied engine included."""
+    name = "wandb-full-bsd-longname-git"  # (the engine copied in, a first commit)
+    template = tmp_path / "work" / "template"
+    snapshot_template(template)
+    for relative in UNTRACKED:
+        (template / relative).parent.mkdir(parents=True, exist_ok=True)
+        (template / relative).write_text("untracked\n")
+    monkeypatch.chdir(tmp_path / "work")
+    monkeypatch.setenv("PWD", str(tmp_path / "work"))  # (what a shell sets)
+    repo = bake(tmp_path, "template", **COMBINATIONS[name])
+    assert files_of(repo) == files_of(baked[name])
+    assert set(git(repo, "ls-files", "-z").split("\0")) - {""} == files_of(repo)
 
 
 def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
@@ -531,7 +531,7 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout of the template")
     template = tmp_path / "template"
-    _snapshot_template(template)
+    snapshot_template(template)
     config = tmp_path / "cookiecutter-config.yaml"
     config.write_text(yaml.safe_dump({"cookiecutters_dir": str(tmp_path / "clones")}))
     repo = Path(
@@ -547,7 +547,7 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
     assert not (repo / "benchmarks").exists() and not (repo / "hooks").exists()
     assert not (repo / "engine").exists() and not (repo / ".template_engine").exists()
     assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
-    commit = _git(template, "rev-parse", "HEAD").strip()
+    commit = git(template, "rev-parse", "HEAD").strip()
     engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
     assert engine == f"runwright @ git+file://{template}@{commit}#subdirectory=engine"
     # pip installs the engine from that line (a clone of the URL at the commit, offline)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -179,10 +180,10 @@ def test_a_rule_that_no_longer_matches_is_an_error() -> None:
         post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
 
 
-def copy_reference_project(target: Path) -> Path:
-    """The files the template folder links, copied (links followed) as cookiecutter does."""
+def copy_reference_project(target: Path, template: Path = REPO_ROOT) -> Path:
+    """The files the template folder of ``template`` links, copied (links followed) as cookiecutter does."""
     target.mkdir()
-    for link in TEMPLATE_DIR.iterdir():
+    for link in (template / TEMPLATE_DIR.name).iterdir():
         destination = target / link.name
         if link.is_dir():
             shutil.copytree(link, destination, ignore=shutil.ignore_patterns("__pycache__", "logs"))
@@ -191,6 +192,110 @@ def copy_reference_project(target: Path) -> Path:
     for cache in target.rglob(".*_cache"):
         shutil.rmtree(cache)
     return target
+
+
+def git(cwd: Path, *args: str) -> str:
+    """``git ARGS`` in ``cwd`` (with an identity); returns its stdout."""
+    command = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com", *args]
+    return subprocess.run(command, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def snapshot_template(destination: Path) -> None:
+    """Copy the template's tracked files as they are on disk (links kept) into a new one-commit repo."""
+    if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout of the template")
+    for relative in filter(None, git(REPO_ROOT, "ls-files", "-z").split("\0")):
+        source, target = REPO_ROOT / relative, destination / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    git(destination, "init", "--quiet")
+    git(destination, "add", "--all")
+    git(destination, "commit", "--quiet", "-m", "template")
+
+
+#: Files a clone of the template gets and git does not track: scratch files and what the tools and runs
+#: write (``.gitignore`` ignores the second kind), in the folders a generated repo copies.
+UNTRACKED = (
+    "project/scratch.py",
+    "docs/notes.ipynb",
+    "configs/local.yaml",
+    "tests/lightning_logs/version_0/metrics.csv",
+    "project/models/best.ckpt",
+    "engine/.venv/pyvenv.cfg",
+    "engine/dist/runwright-0.1.0-py3-none-any.whl",
+    "engine/build/lib/runwright/cli.py",
+    "engine/src/runwright.egg-info/PKG-INFO",
+    "hooks/licenses/notes.txt",
+)
+
+
+def files_of(repo: Path) -> set[str]:
+    return {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+
+def test_generate_from_a_git_checkout_copies_only_what_git_tracks(tmp_path: Path) -> None:
+    """From a clone with untracked and ignored files in its linked folders and a tracked file edited, the
+    repo has exactly the files it has from the clean clone, the edit included: ``.gitignore`` (staged
+    as ``gitignore.template``), the engine moved in, the files the hook writes."""
+    template = tmp_path / "template"
+    snapshot_template(template)
+    answers = {**GOOD_ANSWERS, "engine_source": "copy"}
+    clean = copy_reference_project(tmp_path / "clean", template)
+    post_gen.generate(clean, answers)
+    for relative in UNTRACKED:
+        (template / relative).parent.mkdir(parents=True, exist_ok=True)
+        (template / relative).write_text("untracked\n")
+    with (template / "docs" / "extending.md").open("a") as edited:
+        edited.write("\nA line of one's own.\n")
+    repo = copy_reference_project(tmp_path / "acme-vision", template)
+    assert (repo / "project" / "scratch.py").is_file()  # (copied, as cookiecutter copies it)
+    post_gen.generate(repo, {**answers, "_repo_dir": str(template)})
+    assert files_of(repo) == files_of(clean)
+    assert (repo / "docs" / "extending.md").read_text().endswith("\nA line of one's own.\n")
+    kept = {".gitignore", "LICENSE", "requirements/engine.txt", "engine/src/runwright/cli.py"}
+    assert kept <= files_of(repo)
+
+
+def test_only_a_git_checkout_of_the_template_lists_its_tracked_files(tmp_path: Path) -> None:
+    """An unpacked archive, or one inside a repository that does not track it: ``None`` (every file
+    stays); a checkout: the files in its index, a tracked link as one file."""
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    archive = tmp_path / "outer" / "template"
+    archive.mkdir(parents=True)
+    (archive / "cookiecutter.json").write_text("{}")
+    assert post_gen.tracked_files(archive) is None
+    git(tmp_path / "outer", "init", "--quiet")
+    assert post_gen.tracked_files(archive) is None
+    (archive / "README.md").symlink_to("cookiecutter.json")
+    (archive / "scratch.py").write_text("")
+    git(archive, "add", "cookiecutter.json", "README.md")
+    assert post_gen.tracked_files(archive) == {"cookiecutter.json", "README.md"}
+
+
+def test_a_relative_template_path_is_where_cookiecutter_was_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cookiecutter clone`` run in a folder: the hook, run in the new repo, finds ``clone`` in the
+    shell's ``PWD``; where that has no template, one error naming the path and the fix."""
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "clone" / "cookiecutter.json").write_text("{}")
+    monkeypatch.chdir(tmp_path / "clone")  # (the hook's folder is the new repo, not where it started)
+    monkeypatch.setenv("PWD", str(tmp_path))
+    answers = {"engine_source": "template", "_template": "clone", "_repo_dir": "clone"}
+    source = post_gen.engine_source(answers)
+    assert source.line == f"runwright @ {(tmp_path / 'clone' / 'engine').as_uri()}"
+    assert post_gen.template_root(answers) == (tmp_path / "clone").resolve()
+    monkeypatch.setenv("PWD", str(tmp_path / "clone"))
+    message = f"no template 'clone' in {tmp_path / 'clone'}: give cookiecutter the template's absolute path"
+    with pytest.raises(FileNotFoundError, match=re.escape(message)):
+        post_gen.engine_source(answers)
+    monkeypatch.delenv("PWD")
+    with pytest.raises(FileNotFoundError, match="PWD is not set"):
+        post_gen.template_root({**answers, "engine_source": "index"})
 
 
 def test_the_package_default_logger_is_the_wandb_preset() -> None:
