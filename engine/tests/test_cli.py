@@ -376,3 +376,20 @@ def test_every_config_the_engine_writes_is_a_config_of_every_command(
         extra = sweep if command == "sweep" else []
         code, out, err = run_main([command, *configs, *extra, "--print_config"], capsys)
         assert code == 0 and "model:" in out, (command, err)
+
+
+def test_an_evaluation_run_named_with_run_name_runs_again_from_its_config(
+    run_cli: RunCLI, fitted: Callable[..., Path], workdir: Path
+) -> None:
+    """``test --ckpt_path ... --run_name T`` saves a config that names the checkpoint it tested but not
+    the run folder: ``test --config logs/T/config.yaml`` tests the same checkpoint again in a new folder
+    (same result), and ``validate``/``lr_find`` take it too (not ``run_name='T': ... exists``)."""
+    run = fitted()
+    first = run_cli("test", f"--ckpt_path={run}/checkpoints/best.ckpt", "--run_name=T")
+    saved = yaml.safe_load((first.run_dir / "config.yaml").read_text())
+    assert saved["run_name"] is None and saved["ckpt_path"] == f"{run}/checkpoints/best.ckpt"
+    again = run_cli("test", "--config", str(first.run_dir / "config.yaml"))
+    assert again.run_dir != first.run_dir
+    loss = [float(cli.trainer.callback_metrics["test/loss"]) for cli in (first, again)]
+    assert loss[0] == loss[1]
+    run_cli("validate", "--config", str(first.run_dir / "config.yaml"))

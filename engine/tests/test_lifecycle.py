@@ -276,6 +276,30 @@ def test_a_model_built_in_python_with_a_schedule_reloads_only_with_it_again(tmp_
     assert resumed.lr_scheduler_configs[0].scheduler.last_epoch == 2  # continued: stepped after each epoch
 
 
+@pytest.mark.parametrize("scheduler", ["WarmupCosineLR", "OneCycleLR"])
+def test_a_schedule_built_in_python_without_total_steps_gets_the_runs_steps(
+    tmp_path: Path, scheduler: str
+) -> None:
+    """``partial(WarmupCosineLR, warmup_steps=0.1)`` (or ``partial(OneCycleLR, max_lr=0.1)``), written in
+    Python without ``total_steps``, is sized as the config's null ``total_steps`` is: the run's optimizer
+    steps, stepped every step (not ``total_steps=None: needs a finite run``)."""
+    from fixture_task import TinyClassifier, TinyImages
+
+    from runwright.schedules import WarmupCosineLR
+
+    factory = {
+        "WarmupCosineLR": functools.partial(WarmupCosineLR, warmup_steps=0.1),
+        "OneCycleLR": functools.partial(torch.optim.lr_scheduler.OneCycleLR, max_lr=0.1),
+    }[scheduler]
+    model = TinyClassifier(optimizer=functools.partial(torch.optim.SGD, lr=0.1), lr_scheduler=factory)
+    trainer = Trainer(max_epochs=2, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, limit_train_batches=3, limit_val_batches=1)  # fmt: skip
+    trainer.fit(model, TinyImages())
+    (config,) = trainer.lr_scheduler_configs
+    assert config.interval == "step" and config.scheduler.last_epoch == 6
+    assert getattr(config.scheduler, "total_steps", None) == 6
+
+
 def test_a_copied_checkpoint_is_not_taken_for_a_run_of_the_folder_above(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
 ) -> None:

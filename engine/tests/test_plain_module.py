@@ -120,6 +120,31 @@ def test_a_monitor_the_model_does_not_log_stops_at_the_sanity_check_with_one_lin
         assert run_main(["fit", *args], capsys)[0] == 0, monitor
 
 
+def test_an_early_stopping_monitor_the_model_does_not_log_stops_with_one_line(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An ``EarlyStopping`` in ``trainer.callbacks`` whose ``val...`` monitor the model does not log: exit 2
+    at the sanity check (or, with ``--trainer.num_sanity_val_steps=0``, at the first validation), one
+    line naming the callback, the closest logged key and the keys, no run folder (not Lightning's
+    ``RuntimeError`` traceback after an epoch). One logged in ``on_validation_epoch_end`` is found."""
+    stop = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val/los"]
+    args = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=2", *stop]
+    for sanity in ([], ["--trainer.num_sanity_val_steps=0"]):
+        code, _, err = run_main(["fit", *args, *sanity], capsys)
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(
+            "error: trainer.callbacks: EarlyStopping(monitor=val/los): the model logs no such"
+        )
+        assert "did you mean `val/loss`?" in err
+        assert not (workdir / "logs").exists()
+    score = [
+        "--model=helpers.EpochEndScore",
+        "--checkpoint.monitor=val/score",
+        "--trainer.callbacks.monitor=val/score",
+    ]
+    assert run_main(["fit", *args, *score], capsys)[0] == 0
+
+
 def test_without_a_monitor_best_is_the_latest_epoch_for_fit_and_test_alike(
     run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
 ) -> None:

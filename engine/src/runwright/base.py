@@ -6,6 +6,7 @@ Neither is required: the engine runs any LightningModule and LightningDataModule
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import warnings
@@ -180,8 +181,7 @@ class BaseModule(LightningModule):
             optimizer = self.optimizer(self.parameters())
             if self.lr_scheduler is None:
                 return optimizer
-            # a scheduler sized in optimizer steps: total_steps left null in its config
-            sized = getattr(self.lr_scheduler, "keywords", {}).get("total_steps", 0) is None
+            sized = sized_in_steps(self.lr_scheduler)
             total = {"total_steps": self.trainer.estimated_stepping_batches} if sized else {}
             scheduler = self.lr_scheduler(optimizer, **total)
         except (ValueError, TypeError) as error:
@@ -194,6 +194,27 @@ class BaseModule(LightningModule):
         if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
             config["monitor"], config["interval"] = self.lr_scheduler_monitor, "epoch"
         return {"optimizer": optimizer, "lr_scheduler": config}
+
+
+def sized_in_steps(scheduler: Callable[..., Any]) -> bool:
+    """Whether ``scheduler`` (a ``partial`` of an LR scheduler class, as the config's or one written in
+    Python) leaves its ``total_steps`` argument null: given as ``None`` (the config's), or not given
+    where the class's default is ``None`` (``partial(WarmupCosineLR, warmup_steps=0.1)``,
+    ``partial(OneCycleLR, max_lr=0.1)``)."""
+    keywords = getattr(scheduler, "keywords", None) or {}
+    if "total_steps" in keywords:
+        return keywords["total_steps"] is None
+    try:
+        parameters = list(inspect.signature(getattr(scheduler, "func", scheduler)).parameters.values())
+    except (TypeError, ValueError):  # a callable without a signature
+        return False
+    names = [parameter.name for parameter in parameters]
+    if "total_steps" not in names or not hasattr(scheduler, "func"):
+        return False  # only a partial says what it leaves out; another callable may set it itself
+    if keywords.get("epochs") is not None and keywords.get("steps_per_epoch") is not None:
+        return False  # OneCycleLR's other way to size it
+    given = 1 + len(getattr(scheduler, "args", ()))  # the optimizer, then the partial's positional values
+    return names.index("total_steps") >= given and parameters[names.index("total_steps")].default is None
 
 
 class Transformed(Dataset[tuple[Tensor, Tensor]]):

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from torch import nn
 
 from .errors import CheckpointError, ConfigError
@@ -66,19 +66,9 @@ class BestCheckpoint(RunCheckpoint):
         """Raise :class:`~runwright.errors.ConfigError` naming ``--checkpoint.monitor``, the closest logged
         key and the logged keys when the monitor (not ``None``) is not among the values logged so far
         (Lightning would raise at its first checkpoint, after a whole epoch of training)."""
-        logged = [key for key in trainer.callback_metrics if not key.endswith("_best")]
-        if self.monitor is None or self.monitor in (*logged, "epoch", "step"):
-            return
-        from .parser import closest, did_you_mean
-
-        given = f"--checkpoint.monitor={self.monitor}: the model logs no such value"
-        log = f"log {self.monitor} with self.log in validation_step"
-        if not logged:
-            raise ConfigError(f"{given} (it logged nothing): {log}, or pass --checkpoint.monitor=null")
-        raise ConfigError(
-            f"{given}{did_you_mean(closest(self.monitor, logged))} (it logged {', '.join(logged)}): pass one "
-            f"of them with --checkpoint.mode=min or max, or {log}"
-        )
+        if self.monitor is not None:
+            option, off = f"--checkpoint.monitor={self.monitor}", "pass --checkpoint.monitor=null"
+            check_logged(trainer, option, self.monitor, "--checkpoint.mode", off)
 
     def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""
@@ -91,6 +81,55 @@ class BestCheckpoint(RunCheckpoint):
         pl_module.log(
             f"{self.monitor}_best", best.float(), prog_bar=True, sync_dist=True, reduce_fx=self.mode
         )
+
+
+def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: str) -> None:
+    """Raise :class:`~runwright.errors.ConfigError` for ``option`` (``--checkpoint.monitor=...``, an
+    ``EarlyStopping``'s ``monitor``) when ``monitor`` is not among the values logged so far: one line with
+    the closest logged key, the logged keys, ``mode`` (the option that goes with a monitor) and ``off``
+    (how to do without it)."""
+    logged = [key for key in trainer.callback_metrics if not key.endswith("_best")]
+    if monitor in (*logged, "epoch", "step"):
+        return
+    from .parser import closest, did_you_mean
+
+    given = f"{option}: the model logs no such value"
+    step = "validation_step" if monitor.startswith("val") else "training_step"
+    log = f"log {monitor} with self.log in {step}"
+    if not logged:
+        raise ConfigError(f"{given} (it logged nothing): {log}, or {off}")
+    raise ConfigError(
+        f"{given}{did_you_mean(closest(monitor, logged))} (it logged {', '.join(logged)}): pass one "
+        f"of them with {mode}=min or max, or {log}"
+    )
+
+
+class EarlyStoppingMonitorCheck(Callback):
+    """Stop at the sanity check (or, without one, at the first validation) when an ``EarlyStopping`` of
+    ``trainer.callbacks`` (``strict``, the default) monitors a ``val...`` value that validation did not
+    log: one ``ConfigError`` line naming the callback, the closest logged key and the logged keys, as for
+    ``--checkpoint.monitor``. Lightning would raise a ``RuntimeError`` after a whole epoch of training.
+
+    Must come before the ``EarlyStopping`` callbacks in ``trainer.callbacks`` (the CLI puts it first)."""
+
+    def __init__(self) -> None:
+        self.checked = False
+
+    def _check(self, trainer: Trainer) -> None:
+        self.checked = True
+        for callback in trainer.callbacks:  # type: ignore[attr-defined]
+            if not isinstance(callback, EarlyStopping) or not callback.strict:
+                continue
+            if str(callback.monitor).startswith("val"):
+                option = f"trainer.callbacks: EarlyStopping(monitor={callback.monitor})"
+                check_logged(trainer, option, callback.monitor, "EarlyStopping's mode", "remove it")
+
+    def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._check(trainer)
+
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if not trainer.sanity_checking and not self.checked:
+            self._check(trainer)
 
 
 class LastCheckpoint(RunCheckpoint):

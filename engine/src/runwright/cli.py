@@ -39,7 +39,13 @@ from .callbacks import (
     compile_problem,
     console_callbacks,
 )
-from .checkpointing import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint, load_checkpoint
+from .checkpointing import (
+    AtomicCheckpointIO,
+    BestCheckpoint,
+    EarlyStoppingMonitorCheck,
+    LastCheckpoint,
+    load_checkpoint,
+)
 from .console import quiet_console
 from .deprecations import add_renamed_arguments, apply_renamed
 from .errors import (
@@ -355,7 +361,9 @@ class ProjectCLI(LightningCLI):
         extra = [Provenance(self.package), DistributedEvaluation()]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
-        kwargs.setdefault("callbacks", [AverageFromTrainedWeights(), *shown, *extra])
+        kwargs.setdefault(
+            "callbacks", [AverageFromTrainedWeights(), EarlyStoppingMonitorCheck(), *shown, *extra]
+        )
         trainer = super().instantiate_trainer(**kwargs)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(

@@ -264,7 +264,9 @@ class SaveConfig(SaveConfigCallback):
     The run folder is never in the config (the loggers and checkpoints are pointed at it when they are
     built), and a fit's :data:`RUN_KEYS` are saved as null, so ``fit --config <run>/config.yaml``
     repeats the experiment in a new run; so are those of a run built without a subcommand
-    (``ProjectCLI(run=False)``: a sweep's trial, a tuner). A continued run (``fit --ckpt_path`` into
+    (``ProjectCLI(run=False)``: a sweep's trial, a tuner). ``validate``, ``test`` and ``predict`` keep
+    their ``ckpt_path`` (what they evaluated) but not their ``run_name``, so that their config too runs
+    again in a new folder. A continued run (``fit --ckpt_path`` into
     its own folder) keeps the first ``config.yaml`` and saves its own as ``config.resume-<n>.yaml``.
     Deprecated names (``deprecations.RENAMED``) are not saved: their values are under the new names.
     """
@@ -273,8 +275,9 @@ class SaveConfig(SaveConfigCallback):
         portable = config.clone()
         for old in deprecations.RENAMED:
             portable.pop(old, None)
-        if parser.prog.split()[-1] not in ("validate", "test", "predict"):  # (the subcommand parser's)
-            for key in set(RUN_KEYS) & set(portable.keys()):
+        evaluation = parser.prog.split()[-1] in ("validate", "test", "predict")  # (the subcommand parser's)
+        for key in set(RUN_KEYS) & set(portable.keys()):
+            if not (evaluation and key == "ckpt_path"):  # an evaluation's config names what it evaluated
                 portable[key] = None
         super().__init__(parser, portable, *args, **kwargs)
 
