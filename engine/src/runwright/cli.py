@@ -296,7 +296,8 @@ class ProjectCLI(LightningCLI):
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 rank_zero_only(print)(f"--ckpt_path: {path}")
-                saved = saved_run(self.checkpoint, run_dir_of(path), tuple(GROUPS))
+                groups = tuple(g for g in GROUPS if g != "compile")  # (compile: each command's own choice)
+                saved = saved_run(self.checkpoint, run_dir_of(path), groups)
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
                     at = 1 if self.running else 0  # after the subcommand
