@@ -14,26 +14,30 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from support import FAST, project_cli
 
-from runwright.cli import ProjectCLI, kept_environ
-from runwright.runs import RUN_DIR_ENV
+if TYPE_CHECKING:  # (imported by the fixtures: pytest-xdist's controller process runs no test)
+    from runwright.cli import ProjectCLI
 
-#: Libraries that the CLI imports lazily and that set warning filters when first imported: imported once
-#: here, so that the leak check below sees only what a test itself leaves behind.
-for _name in (
-    "wandb",
-    "requests",
-    "tensorboard",
-    "matplotlib.pyplot",
-    "sklearn.metrics",
-    "optuna",
-    "onnxruntime",
-):
-    with contextlib.suppress(ImportError):
-        importlib.import_module(_name)
+
+@pytest.fixture(scope="session", autouse=True)
+def first_imports() -> None:
+    """Import the libraries that the CLI imports lazily and that set warning filters when first
+    imported, once per session before the first test, so that the leak check below sees only what a
+    test itself leaves behind."""
+    for name in (
+        "wandb",
+        "requests",
+        "tensorboard",
+        "matplotlib.pyplot",
+        "sklearn.metrics",
+        "optuna",
+        "onnxruntime",
+    ):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _process_state() -> dict[str, object]:
@@ -50,7 +54,7 @@ def _process_state() -> dict[str, object]:
 
 
 @pytest.fixture(autouse=True)
-def no_leaked_state() -> Iterator[None]:
+def no_leaked_state(first_imports: None) -> Iterator[None]:
     """Fail a test that leaves process-wide state behind (set up first, so it checks after every other
     fixture, ``monkeypatch`` included, has undone its own changes)."""
     before = _process_state()
@@ -86,18 +90,24 @@ def wandb_disabled(no_leaked_state: None, monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.fixture(autouse=True)
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test's own empty working directory (the CLI writes ``./logs`` there)."""
+    from runwright.runs import RUN_DIR_ENV
+
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(RUN_DIR_ENV, raising=False)
     return tmp_path
 
 
-RunCLI = Callable[..., ProjectCLI]
+RunCLI = Callable[..., "ProjectCLI"]
 
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run folder of one ``fit`` of the fixture task with ``FAST``, trained once per session; tests
     take copies of it (:func:`fitted`)."""
+    from support import FAST, project_cli
+
+    from runwright.cli import kept_environ
+
     folder = tmp_path_factory.mktemp("trained")
     cwd = os.getcwd()
     os.chdir(folder)
@@ -124,6 +134,8 @@ def fitted(workdir: Path, trained_run: Path) -> Callable[..., Path]:
 @pytest.fixture
 def run_cli(workdir: Path) -> RunCLI:
     """Run ``python -m fixture_task SUBCOMMAND [FAST] ARGS`` in-process; returns the finished CLI."""
+
+    from support import FAST, project_cli
 
     def run(subcommand: str, *args: str, fast: bool = True) -> ProjectCLI:
         # FAST first, so that the test's own arguments override it

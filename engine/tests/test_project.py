@@ -20,9 +20,10 @@ from runwright.errors import ConfigError
 from runwright.project import EXTRAS, check_engine_version, config_files, missing_modules, required_engine
 
 
-def fake_distribution(site: Path, package: str, requires: str) -> None:
+def fake_distribution(site: Path, package: str, requires: str, top_level: bool = True) -> None:
     """An installed distribution ``<package>-1.0`` of the top-level package ``package`` that requires
-    ``requires`` (its metadata only, as pip writes it)."""
+    ``requires`` (its metadata only, as pip writes it), naming its package in ``top_level.txt`` or, as
+    wheels of other build backends do, only in its file list (``RECORD``)."""
     (site / package).mkdir(parents=True)
     (site / package / "__init__.py").write_text("")
     info = site / f"{package}-1.0.dist-info"
@@ -30,7 +31,10 @@ def fake_distribution(site: Path, package: str, requires: str) -> None:
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.0\nRequires-Dist: {requires}\n"
     )
-    (info / "top_level.txt").write_text(f"{package}\n")
+    if top_level:
+        (info / "top_level.txt").write_text(f"{package}\n")
+    else:
+        (info / "RECORD").write_text(f"{package}/__init__.py,,\n{info.name}/METADATA,,\n")
 
 
 def test_a_package_that_requires_another_engine_is_refused_in_one_line(
@@ -38,8 +42,10 @@ def test_a_package_that_requires_another_engine_is_refused_in_one_line(
 ) -> None:
     fake_distribution(tmp_path, "needs_next", "runwright~=9.1")
     fake_distribution(tmp_path, "fits", f"runwright~={__version__.rpartition('.')[0]}")
+    fake_distribution(tmp_path, "listed", "runwright>=9", top_level=False)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert str(required_engine("needs_next")) == "runwright~=9.1"
+    assert str(required_engine("listed")) == "runwright>=9"
     check_engine_version("fits", __version__)  # inside its range: nothing
     check_engine_version("fixture_task", __version__)  # not an installed distribution: nothing
     with pytest.raises(
