@@ -19,9 +19,9 @@ class TrainingMonitor(Callback):
     the others'), in the step's own row of ``metrics.csv``; per epoch ``train/epoch_time_sec`` (its first
     training batch to the end of its last, data loading included; under DDP the slowest process's) and
     ``train/samples_per_sec`` (the samples, the length of each batch's first tensor, over that time;
-    under DDP summed over the processes: the run's throughput). The gradient norm and LR are the same
-    in every DDP process (the gradients are averaged before the optimizer step), so they are not synced.
-    Not Lightning's
+    under DDP every process's samples over the slowest process's time: the run's throughput). The
+    gradient norm and LR are the same in every DDP process (the gradients are averaged before the
+    optimizer step), so they are not synced. Not Lightning's
     ``LearningRateMonitor`` (it raises without a logger and writes rows of its own, without the epoch) or
     ``ThroughputMonitor`` (it synchronizes a CUDA device after every batch). Warns at fit start when an
     epoch's batch count is not a multiple of ``accumulate_grad_batches`` (the partial last window's
@@ -81,9 +81,11 @@ class TrainingMonitor(Callback):
         if self.enabled and self._epoch_start is not None:
             if pl_module.device.type == "cuda":
                 torch.cuda.synchronize(pl_module.device)
-            seconds = time.perf_counter() - self._epoch_start
+            reduce, device = trainer.strategy.reduce, pl_module.device
+            seconds = torch.tensor(time.perf_counter() - self._epoch_start, device=device)
+            seconds = reduce(seconds, reduce_op="max")
+            samples = reduce(torch.tensor(float(self._samples), device=device), reduce_op="sum")
+            # equal in every process: synced only to keep Lightning from warning about unsynced epoch values
             pl_module.log("train/epoch_time_sec", seconds, sync_dist=True, reduce_fx="max")
-            if self._samples:
-                pl_module.log(
-                    "train/samples_per_sec", self._samples / seconds, sync_dist=True, reduce_fx="sum"
-                )
+            if samples.item():
+                pl_module.log("train/samples_per_sec", samples / seconds, sync_dist=True, reduce_fx="max")

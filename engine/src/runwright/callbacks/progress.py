@@ -45,11 +45,14 @@ class LineProgressBar(ProgressBar):
         self._start = time.perf_counter()
 
     def _print(self, trainer: Trainer, what: str, *prefixes: str) -> None:
-        if not self.enabled:
-            return
+        # Every process reads the metrics, the disabled ones (DDP ranks > 0) too: reading an epoch's
+        # synced metrics is a collective, and a callback after this one that syncs would otherwise wait
+        # on rank 0's read while the other ranks wait on its own.
         shown = {k: v for k, v in trainer.progress_bar_metrics.items() if k.startswith(prefixes)}
         if all(key.endswith("_best") for key in shown):  # nothing logged with prog_bar=True: show all
             shown = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefixes)}
+        if not self.enabled:
+            return
         metrics = "".join(f"  {key}={value:.4g}" for key, value in shown.items())
         elapsed = f"{time.perf_counter() - self._start:.1f} s"
         print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{what}{metrics}  {elapsed}", flush=True)
