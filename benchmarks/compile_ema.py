@@ -1,4 +1,4 @@
-"""torch.compile and EMA weight averaging: what they cost and what they change (issue 24).
+"""torch.compile and EMA weight averaging: what they cost and what they change.
 
 Three parts, each the template's own ``fit`` (``ProjectCLI``, every default callback, no logger):
 

@@ -1,4 +1,4 @@
-"""GPU throughput (issue 7): images/s and peak memory of a ResNet-18 on CIFAR-10-shaped tensors under
+"""GPU throughput: images/s and peak memory of a ResNet-18 on CIFAR-10-shaped tensors under
 ``32-true``, ``16-mixed``, ``bf16-mixed``, ``channels_last`` and ``torch.compile``, then the parity
 ratios (benchmarks/parity.py) on the GPU. One script, a few minutes on one GPU.
 

@@ -7,7 +7,7 @@ Runs in an empty temporary working directory with this checkout first on ``PYTHO
 training step is timed by ``python -m project fit`` (the default experiment, exactly as a user
 types it, plus ``--trainer.callbacks+=<a callback that ends the process after the first
 training batch>``), so it includes parsing, building model, data and trainer, the run folder,
-the sanity-check validation and one step. Target (issue 7): ``--help`` within 1.3x of ``import lightning``.
+the sanity-check validation and one step. Target: ``--help`` within 1.3x of ``import lightning``.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def test_configs_compose_and_dotted_overrides_win(workdir: Path, capsys: pytest.
 def test_a_config_before_the_subcommand_is_refused_with_one_line(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--config x.yaml fit`` once ignored x.yaml and trained the defaults (issue 25, finding 8)."""
+    """``--config x.yaml fit`` would ignore x.yaml and train the defaults: it is refused instead."""
     (workdir / "x.yaml").write_text("trainer:\n  max_epochs: 2\n")
     code, _, err = run_main(["--config", "x.yaml", "fit", *FAST], capsys)
     errors = [line for line in err.splitlines() if line.startswith("error:")]
@@ -242,8 +242,8 @@ def test_switching_a_class_says_which_values_it_kept(workdir: Path) -> None:
 )
 def test_what_the_engine_sets_itself_is_not_said_to_be_carried_over(workdir: Path, args: list[str]) -> None:
     """A logger's name/save_dir/version (the run folder's) and a model's linked arguments (the data's)
-    are the engine's to set: switching the class draws no 'keeps the value' warning (it once did for
-    every logger preset)."""
+    are the engine's to set: switching the class (every logger preset does) draws no 'keeps the value'
+    warning."""
     with kept_environ(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cli = project_cli(["--trainer.logger.save_dir=logs", *args], run=False)

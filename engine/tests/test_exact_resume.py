@@ -102,7 +102,7 @@ def test_a_schedule_sized_by_estimated_stepping_batches_resumes_mid_epoch_exactl
     """The OneCycleLR recipe reads ``trainer.estimated_stepping_batches`` in ``configure_optimizers``,
     which makes Lightning build the training loader before the checkpoint's loader state is restored
     (Lightning #20550): without ``ExactResume.on_train_start`` loading that state, the resumed epoch
-    restarted at its first batch (issue 25, finding 2). Same batches, same LR at every step, same
+    would restart at its first batch. Same batches, same LR at every step, same
     losses and bit-identical weights as the uninterrupted run."""
     Recorder.runs.clear()
     args = ["fit", *RUN, *model, f"--data.num_workers={num_workers}", *RECORD]

@@ -368,7 +368,7 @@ def test_an_optimizer_setting_given_with_ckpt_path_is_refused_as_its_state_conti
 
 def test_data_values_given_with_ckpt_path_win_over_the_checkpoints(run_cli: RunCLI, workdir: Path) -> None:
     """``test --ckpt_path best --data.batch_size=7 --data.num_test=20`` tests with batches of 7 on 20
-    samples (it once took the checkpoint's 16 and 47 without a word, issue 25 finding 6); so does a
+    samples (not the checkpoint's 16 and 47); so does a
     ``--config`` that sets them; the checkpoint's other data values (num_classes 3) are kept."""
     run_cli("fit", "--data.num_classes=3", "--data.num_test=30")
     limits = ["--trainer.limit_test_batches=1.0"]
@@ -391,7 +391,7 @@ def test_a_users_model_checkpoint_never_takes_over(
 ) -> None:
     """A ModelCheckpoint in trainer.callbacks (here: by val/loss, every epoch kept, into the run's
     checkpoints/) is added next to the engine's: the printed best, ``--ckpt_path best|last`` and the
-    Ctrl-C checkpoint stay the engine's best.ckpt (by val/acc) and last.ckpt (issue 25, finding 5)."""
+    Ctrl-C checkpoint stay the engine's best.ckpt (by val/acc) and last.ckpt."""
     own = [
         "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint",
         "--trainer.callbacks.monitor=val/loss",

@@ -89,8 +89,8 @@ def test_default_wandb_run_is_offline_makes_no_network_call_and_never_saves_the_
 @pytest.mark.slow
 def test_a_wandb_run_continued_offline_is_one_run_with_one_sync_command(tmp_path: Path) -> None:
     """fit, then fit --ckpt_path last, then once more, W&B offline: one W&B id in three offline parts of
-    the one run folder, and the last command's sync hint uploads every part, oldest first (it once
-    named only the last part, issue 25 finding 7)."""
+    the one run folder, and the last command's sync hint uploads every part, oldest first (not only
+    the last)."""
     env = {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     wandb = WANDB  # whatever the default logger is
     run_module(["fit", *FAST, *wandb], cwd=tmp_path, env=env)

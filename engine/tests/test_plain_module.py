@@ -1,6 +1,6 @@
 """Any LightningModule works: a module and a DataModule written as Lightning's docs write them (no class
-of ours, a metric logged as ``val_acc``) run fit, validate and ``test --ckpt_path best`` with only a config
-(issue 23, item 2), and no data link writes a ``None`` into a model that lacks the argument."""
+of ours, a metric logged as ``val_acc``) run fit, validate and ``test --ckpt_path best`` with only a config,
+and no data link writes a ``None`` into a model that lacks the argument."""
 
 from __future__ import annotations
 
