@@ -3,6 +3,7 @@ loggers may have started before the data or a setting was found bad); other runs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -30,10 +31,14 @@ def exits(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, lis
 
 @pytest.mark.parametrize("logger", ["CSVLogger", "WandbLogger"])
 def test_missing_data_exits_2_and_leaves_no_run_folder(
-    logger: str, workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    logger: str,
+    workdir: Path,
+    fitted: Callable[..., Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
-    main(["fit", *FAST, "--run_name=earlier"])
+    fitted("earlier")
     before = hashes(workdir / "logs" / "earlier")
     code, errors = exits(
         ["fit", *FAST, "--data=test_bad_input.MissingImages", f"--trainer.logger={logger}"], capsys

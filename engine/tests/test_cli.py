@@ -137,9 +137,9 @@ def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
 
 
 def test_a_fixed_run_name_refuses_to_reuse_a_folder(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    fitted: Callable[..., Path], workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_cli("fit", "--run_name=baseline")
+    fitted("baseline")
     before = sorted(p.name for p in (workdir / "logs" / "baseline").rglob("*"))
     code, _, err = run_main(["fit", *FAST, "--run_name=baseline"], capsys)
     assert code == 2 and err.startswith("error: run_name='baseline'") and len(err.splitlines()) == 1, err

@@ -6,6 +6,7 @@ that switches it on or off stops (README, "Weight averaging (EMA)")."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,7 @@ def test_ddp_ranks_keep_the_same_average(workdir: Path) -> None:
 
 
 def test_a_resume_that_switches_averaging_on_or_off_stops_with_one_line(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     def resume(run: str, *args: str) -> list[str]:
         before = hashes(workdir / "logs" / run)
@@ -215,7 +216,7 @@ def test_a_resume_that_switches_averaging_on_or_off_stops_with_one_line(
         return [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
 
     main(["fit", *FAST, *EMA, "--run_name=averaged"])
-    main(["fit", *FAST, "--run_name=plain"])
+    fitted("plain")
     (error,) = resume("averaged")
     assert "the run averaged its weights" in error and "--config configs/callbacks/ema.yaml" in error
     (error,) = resume("plain", *EMA)
