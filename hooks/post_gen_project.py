@@ -312,9 +312,10 @@ def write_engine_requirement(root: Path, answers: Mapping[str, Any]) -> EngineSo
         staged.rename(root / ENGINE_FOLDER)
     else:
         shutil.rmtree(staged)
+    later = f" Once an index serves {ENGINE}, delete the line below." if line else ""
     comment = (
         f"# Where the engine ({ENGINE}) comes from: {where}. `make` installs it with this repo;\n"
-        f"# pyproject.toml gives its version range. Once an index serves {ENGINE}, delete the line below.\n"
+        f"# pyproject.toml gives its version range.{later}\n"
     )
     (root / "requirements" / "engine.txt").write_text(comment + (f"{line}\n" if line else ""))
     return source

@@ -48,6 +48,23 @@ def test_missing_data_exits_2_and_leaves_no_run_folder(
     assert hashes(workdir / "logs" / "earlier") == before
 
 
+def test_a_bad_run_deletes_only_a_logs_folder_it_made(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty logs folder the user made (behind a symlink, or given as ``--logs_dir``) stays after a run
+    that bad input stopped; one the run itself made goes with its run folder."""
+    target, mine = workdir / "disk" / "logs", workdir / "mine"
+    target.mkdir(parents=True)
+    mine.mkdir()
+    (workdir / "logs").symlink_to(target)
+    missing = ["fit", *FAST, "--data=test_bad_input.MissingImages"]
+    for logs_dir in ("logs", mine, workdir / "new"):
+        code, errors = exits([*missing, f"--logs_dir={logs_dir}"], capsys)
+        assert code == 2 and len(errors) == 1, errors
+    assert target.is_dir() and mine.is_dir() and not any(target.iterdir()) and not any(mine.iterdir())
+    assert not (workdir / "new").exists()
+
+
 @pytest.mark.slow
 def test_wandb_online_without_an_api_key_is_one_line(workdir: Path) -> None:
     """In a process of its own: W&B's settings are fixed for a process once a W&B run started."""

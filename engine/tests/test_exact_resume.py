@@ -18,6 +18,7 @@ from support import (
     assert_same_weights,
     ckpt_weights,
     every_step,
+    metric_rows,
     run_module,
     start_module,
     step_losses,
@@ -247,3 +248,29 @@ def test_a_resume_whose_model_has_another_number_of_lr_schedulers_is_refused(
         "fit", f"--ckpt_path={workdir / 'plain.ckpt'}", "--model.lr_scheduler=null", "--trainer.max_epochs=2"
     )
     assert resumed.trainer.global_step == 4
+
+
+def test_a_mid_epoch_resume_with_another_batch_size_is_refused_and_one_from_an_epochs_end_runs(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """A mid-epoch checkpoint's place in its epoch counts its own batches: with another batch size the
+    epoch would end early without its validation. Refused before training (the checkpoint untouched,
+    no branch folder left); from the end of an epoch another batch size trains and validates every
+    epoch."""
+    args = ["fit", "--trainer.max_epochs=2", "--trainer.limit_train_batches=4"]
+    run = run_cli(*args, "--trainer.max_epochs=1", "--run_name=run", *every_step(workdir / "steps"))
+    mid = workdir / "steps/step=2.ckpt"  # epoch 1, two of its four batches done
+    before = ckpt_weights(mid)
+    message = r"middle of epoch 1, read in batches of 16, but this fit's training batches are of 8"
+    with pytest.raises(ConfigError, match=message):
+        run_cli(*args, "--run_name=branch", f"--ckpt_path={mid}", "--data.batch_size=8")
+    assert_same_weights(before, ckpt_weights(mid))
+    assert not (workdir / "logs/branch").exists()
+    same = run_cli(*args, "--run_name=same", f"--ckpt_path={mid}")
+    assert same.trainer.global_step == 8
+    # after the epoch's last batch (its step checkpoint) and at the epoch's end (last.ckpt)
+    ends = [f"--ckpt_path={workdir}/steps/step=4.ckpt", f"--ckpt_path={run.run_dir}/checkpoints/last.ckpt"]
+    for name, ckpt_path in zip(("last-batch", "epoch-end"), ends, strict=True):
+        other = run_cli(*args, f"--run_name={name}", ckpt_path, "--data.batch_size=8")
+        assert other.trainer.global_step == 8
+        assert [epoch for epoch, _, _ in metric_rows(other.run_dir, "val/loss")] == [1]

@@ -82,5 +82,10 @@ def test_init_from_refuses_what_cannot_work_in_one_line(
     assert "none of its 9 tensors fits PlainClassifier" in error(
         "fit", f"--init_from={last}", f"--model={PLAIN_MODEL}", "--checkpoint.monitor=val_acc"
     )
-    assert "no such file" in error("fit", "--init_from=missing.ckpt")
+    assert error("fit", "--init_from=missing.ckpt").startswith(
+        "error: --init_from='missing.ckpt': no such file"
+    )
+    assert f"--ckpt_path='{workdir}': a folder, not a checkpoint file" in error(
+        "test", f"--ckpt_path={workdir}"
+    )
     assert sorted(p.name for p in (workdir / "logs").iterdir()) == ["source"]  # nothing left behind

@@ -200,7 +200,8 @@ class ProjectCLI(LightningCLI):
 
     def _discard_new_run(self) -> None:
         """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
-        written their first files before a setting was found bad), closing its W&B run silently."""
+        written their first files before a setting was found bad), closing its W&B run silently, and the
+        logs folder when this command created it and it is left empty."""
         run_dir: Path | None = getattr(self, "run_dir", None)
         if (
             run_dir is None
@@ -211,8 +212,9 @@ class ProjectCLI(LightningCLI):
             return
         finish_wandb_run(is_global_zero=False)
         shutil.rmtree(run_dir, ignore_errors=True)
-        with contextlib.suppress(OSError):  # the logs folder too, if this run was its first
-            run_dir.parent.rmdir()
+        if getattr(self, "_new_logs_dir", False):
+            with contextlib.suppress(OSError):
+                run_dir.parent.rmdir()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProjectCLI:
         """The CLI itself, never a copy: the optimizer and scheduler callables LightningCLI gives a model
@@ -307,7 +309,7 @@ class ProjectCLI(LightningCLI):
                 self._config().ckpt_path = str(path)
             config = self._config()
             if config.get("init_from") is not None:
-                path = resolve_checkpoint(config.init_from, config.logs_dir).resolve()
+                path = resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
         except ProjectError as error:
@@ -324,6 +326,7 @@ class ProjectCLI(LightningCLI):
         folder), then check the run (:func:`~runwright.checks.check_run`). A class that rejects its
         arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
         config = self._config()
+        self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (discarded with a bad run)
         self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
         run_config = self.config.clone()
         run = self._config(run_config)

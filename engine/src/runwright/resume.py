@@ -58,7 +58,9 @@ class ExactResume(Callback):
     resumed run's ``on_train_start`` (also mid-epoch); loader state that Lightning missed (a model that
     asked for ``trainer.estimated_stepping_batches``, Lightning #20550) is loaded here. A resume whose
     model configures another number of LR schedulers than its checkpoint continues stops with a
-    :class:`ConfigError` (the schedule would restart).
+    :class:`ConfigError` (the schedule would restart), and so does a resume in the middle of an epoch
+    whose training loader's ``batch_size`` is not the checkpoint's (its position in the epoch counts
+    the checkpoint's batches: the epoch would end early, its validation skipped).
 
     Args:
         seed: Base seed; ``None`` means the ``seed_everything`` value (env ``PL_GLOBAL_SEED``), and a
@@ -76,6 +78,8 @@ class ExactResume(Callback):
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
+        # the training loader's batch_size while an epoch is under way (None between epochs)
+        self._epoch_batch_size: int | None = None
         self._align_step = False
 
     def _base_seed(self) -> int | None:
@@ -110,6 +114,15 @@ class ExactResume(Callback):
         state, self._resume_state = self._resume_state, None
         if state is None:
             return
+        saved, now = state.get("batch_size"), getattr(trainer.train_dataloader, "batch_size", None)
+        if saved is not None and now is not None and saved != now:
+            raise ConfigError(
+                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of epoch "
+                f"{trainer.current_epoch + 1}, read in batches of {saved}, but this fit's training batches "
+                f"are of {now}; the epoch could not continue where it stopped. Resume with the run's batch "
+                "size, or from a checkpoint of an epoch's end, or start a new run from its weights "
+                "(--init_from)."
+            )
         set_rng_states(state["rng_states"])
         epoch, last_batch = state.get("batch", (0, False))
         if last_batch and trainer.current_epoch > epoch:
@@ -124,15 +137,21 @@ class ExactResume(Callback):
         """Note whether this is the epoch's last batch; after a resume, align the loggers' step with
         ``global_step`` (:func:`~runwright.private.align_logger_step`)."""
         self._batch = (trainer.current_epoch, batch_idx + 1 >= trainer.num_training_batches)
+        last_batch = self._batch[1]
+        self._epoch_batch_size = None if last_batch else getattr(trainer.train_dataloader, "batch_size", None)
         if self._align_step and pl_module.automatic_optimization:
             self._align_step = False
             private.align_logger_step(trainer)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """A checkpoint from here on (or from validation on) is no longer one of a training batch's end."""
+        """A checkpoint from here on is one between epochs."""
         self._batch = (trainer.current_epoch, False)
+        self._epoch_batch_size = None
 
-    on_validation_start = on_train_epoch_end
+    def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """A checkpoint from here on (or from the epoch's end on) is no longer one of a training batch's
+        end."""
+        self._batch = (trainer.current_epoch, False)
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Seed python, numpy and torch with ``epoch_seed(seed, current_epoch)``."""
@@ -149,10 +168,12 @@ class ExactResume(Callback):
         torch.manual_seed(seed)  # also seeds every CUDA device
 
     def state_dict(self) -> dict[str, Any]:
-        """The base seed and the current python/numpy/torch/CUDA generator states."""
+        """The base seed, the current python/numpy/torch/CUDA generator states, and within an epoch
+        (not after its last batch) the training loader's ``batch_size``."""
         if not self.enabled:
             return {}
-        return {"seed": self._base_seed(), "rng_states": collect_rng_states(), "batch": self._batch}
+        state = {"seed": self._base_seed(), "rng_states": collect_rng_states(), "batch": self._batch}
+        return {**state, "batch_size": self._epoch_batch_size}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the seed and keep the generator states for ``on_train_start`` (a no-op for ``{}``)."""

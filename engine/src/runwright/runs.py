@@ -160,30 +160,29 @@ def best_checkpoint_of(last: Path) -> Path:
     return best
 
 
-def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs") -> Path:
-    """The checkpoint file ``--ckpt_path`` names, for every command: a path, or ``last``/``best`` of the
-    newest run under ``logs_dir`` (the run folder with the newest checkpoint file), its
-    ``checkpoints/last.ckpt`` or its best checkpoint (:func:`best_checkpoint_of`).
+def resolve_checkpoint(ckpt_path: str, logs_dir: str | Path = "logs", option: str = "--ckpt_path") -> Path:
+    """The checkpoint file that ``option`` (``--ckpt_path``, ``--init_from``) names, for every command: a
+    path, or ``last``/``best`` of the newest run under ``logs_dir`` (the run folder with the newest
+    checkpoint file), its ``checkpoints/last.ckpt`` or its best checkpoint (:func:`best_checkpoint_of`).
 
     Raises:
-        CheckpointError: no such file, no run under ``logs_dir`` has a checkpoint, or the newest run
-            has no ``last.ckpt`` (an older run's is never taken instead).
+        CheckpointError: no such file (or a folder), no run under ``logs_dir`` has a checkpoint, or the
+            newest run has no ``last.ckpt`` (an older run's is never taken instead); named by ``option``.
     """
     if ckpt_path not in CHECKPOINT_ALIASES:
         if not (path := Path(ckpt_path).expanduser()).is_file():
-            raise CheckpointError(
-                f"--ckpt_path={ckpt_path!r}: no such file (or pass best/last of the newest run)"
-            )
+            what = "a folder, not a checkpoint file" if path.is_dir() else "no such file"
+            raise CheckpointError(f"{option}={ckpt_path!r}: {what} (or pass best/last of the newest run)")
         return path
     root = Path(logs_dir).expanduser()
     candidates = sorted(root.glob("*/checkpoints/**/*.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         raise CheckpointError(
-            f"--ckpt_path={ckpt_path}: no run under {root.resolve()} has checkpoints; train one"
+            f"{option}={ckpt_path}: no run under {root.resolve()} has checkpoints; train one"
         )
     last = root / candidates[-1].relative_to(root).parts[0] / "checkpoints" / "last.ckpt"
     if ckpt_path == "last" and not last.is_file():
-        raise CheckpointError(f"--ckpt_path=last: the newest run has no {last}; pass the checkpoint's path")
+        raise CheckpointError(f"{option}=last: the newest run has no {last}; pass the checkpoint's path")
     return last if ckpt_path == "last" else best_checkpoint_of(last)
 
 
