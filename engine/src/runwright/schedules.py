@@ -93,6 +93,7 @@ class WarmupCosineLR(LRScheduler):
         if state_dict.get("total_steps", self.total_steps) != self.total_steps:
             rank_zero_warn(
                 f"warmup-cosine continues the checkpoint's total_steps={state_dict['total_steps']} (this run "
-                f"has {self.total_steps}): to re-size the schedule, start a new run from the weights"
+                f"has {self.total_steps}): to re-size the schedule, start a new run from the weights",
+                stacklevel=5,  # (Lightning's checkpoint loading: shown as one line, without a source line)
             )
         super().load_state_dict(state_dict)
