@@ -132,13 +132,15 @@ def open_storage(url: str, heartbeat_interval: int) -> optuna.storages.RDBStorag
     if url.startswith("postgresql://"):  # (SQLAlchemy's default driver for it is psycopg 3)
         url = "postgresql+psycopg2://" + url.removeprefix("postgresql://")
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    storages = optuna.storages  # (RetryHeartbeatStaleTrialCallback: Optuna >= 4.9's name)
-    retry = getattr(storages, "RetryHeartbeatStaleTrialCallback", storages.RetryFailedTrialCallback)
+    storages = optuna.storages  # (Optuna >= 4.9 names the callback and its argument anew)
+    retry: dict[str, Any]
+    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
+        retry = {"heartbeat_stale_trial_callback": storages.RetryHeartbeatStaleTrialCallback()}
+    else:
+        retry = {"failed_trial_callback": storages.RetryFailedTrialCallback()}
     for attempt in range(1, 6):  # (another worker may be creating the tables at the same moment)
         try:
-            return storages.RDBStorage(
-                url, engine, heartbeat_interval=heartbeat_interval, failed_trial_callback=retry()
-            )
+            return storages.RDBStorage(url, engine, heartbeat_interval=heartbeat_interval, **retry)
         except (ImportError, ValueError, sql.SQLAlchemyError) as error:
             if attempt == 5 or not isinstance(error, (sql.IntegrityError, sql.OperationalError)):
                 hint = "sqlite:///FILE.db or postgresql://USER:PASSWORD@HOST:5432/DB (runwright[postgres])"
