@@ -153,6 +153,21 @@ def test_a_run_name_cannot_leave_the_logs_folder(workdir: Path, capsys: pytest.C
     assert not (workdir / "escape").exists() and no_run_folder(workdir)
 
 
+def test_a_misspelt_command_is_one_line_naming_the_closest_of_all_commands(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main(["fitt", *FAST], capsys)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert (
+        err.startswith("error: no command `fitt`; did you mean `fit`?")
+        and "lr_find" in err
+        and "sweep" in err
+    )
+    code, _, err = run_main(["lr_fnd"], capsys)
+    assert code == 2 and "did you mean `lr_find`?" in err
+    assert no_run_folder(workdir)
+
+
 def test_a_bad_value_gets_a_short_usage_line_and_the_error(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -162,9 +177,6 @@ def test_a_bad_value_gets_a_short_usage_line_and_the_error(
     assert "tip: For details of accepted options run: python -m fixture_task fit --help" in lines
     assert any(line.startswith("error:") for line in lines) and "abc" in err
     assert len(lines) < 30, err  # not the full option list
-    code, _, err = run_main(["fitt"], capsys)
-    usage = "usage: python -m fixture_task {fit,validate,test,predict} [options]"
-    assert code == 2 and err.startswith(usage)
     code, _, err = run_main(["fit", "--trainer.max_epoch=2"], capsys)  # a typo is not an abbreviation
     assert code == 2 and "max_epoch" in err
     assert no_run_folder(workdir)

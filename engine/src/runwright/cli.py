@@ -487,7 +487,8 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     ``sys.argv[1:]``).
 
     The :data:`EXTRA_COMMANDS` run from their own modules (one whose extra is not installed stops with
-    one line naming it); everything else is a LightningCLI subcommand. A ``ProjectError`` (bad input,
+    one line naming it); everything else is a LightningCLI subcommand (a first argument that names no
+    command is one line with the closest command). A ``ProjectError`` (bad input,
     an engine outside the package's required range, a bad checkpoint, a failed health check, an
     interruption, a file or folder that cannot be written: :func:`~runwright.errors.file_system_error`)
     is one ``error:`` line, no traceback, and the process exits with its code (2 for bad input, 130
@@ -501,6 +502,19 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     with quiet_console():
         try:
             check_engine_version(package, __version__)
+            commands = [*ALL_SUBCOMMANDS, *EXTRA_COMMANDS]
+            if (
+                isinstance(argv, list)
+                and argv
+                and not str(argv[0]).startswith("-")
+                and argv[0] not in commands
+            ):
+                from .parser import closest, did_you_mean
+
+                raise ConfigError(
+                    f"no command `{argv[0]}`{did_you_mean(closest(str(argv[0]), commands))} "
+                    f"(the commands: {', '.join(commands)})"
+                )
             if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
                 module, _, extra = EXTRA_COMMANDS[argv[0]]
                 if extra and (missing := missing_modules(extra)):
