@@ -56,7 +56,7 @@ from .errors import (
     file_system_error,
     first_line,
 )
-from .parser import Parser
+from .parser import Parser, closest, did_you_mean
 from .project import DISTRIBUTION, check_engine_version, config_files, missing_modules
 from .provenance import Provenance
 from .resume import ExactResume
@@ -129,6 +129,8 @@ class ProjectCLI(LightningCLI):
     run_label = "run"
     #: This run's folder (set when the classes are built).
     run_dir: Path
+    #: Whether this command created the logs folder (removed again with a discarded new run).
+    _new_logs_dir = False
 
     def __init__(self, args: ArgsType = None, run: bool = True, *, package: str, **kwargs: Any) -> None:
         self.package = package
@@ -212,7 +214,7 @@ class ProjectCLI(LightningCLI):
             return
         finish_wandb_run(is_global_zero=False)
         shutil.rmtree(run_dir, ignore_errors=True)
-        if getattr(self, "_new_logs_dir", False):
+        if self._new_logs_dir:
             with contextlib.suppress(OSError):
                 run_dir.parent.rmdir()
 
@@ -502,28 +504,21 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     with quiet_console():
         try:
             check_engine_version(package, __version__)
+            words = [str(arg) for arg in argv] if isinstance(argv, list) else []  # (a dict: ProjectCLI's)
+            command = words[0] if words else "-"
             commands = [*ALL_SUBCOMMANDS, *EXTRA_COMMANDS]
-            if (
-                isinstance(argv, list)
-                and argv
-                and not str(argv[0]).startswith("-")
-                and argv[0] not in commands
-            ):
-                from .parser import closest, did_you_mean
-
-                raise ConfigError(
-                    f"no command `{argv[0]}`{did_you_mean(closest(str(argv[0]), commands))} "
-                    f"(the commands: {', '.join(commands)})"
-                )
-            if isinstance(argv, list) and argv and argv[0] in EXTRA_COMMANDS:
-                module, _, extra = EXTRA_COMMANDS[argv[0]]
+            if not command.startswith("-") and command not in commands:
+                close = did_you_mean(closest(command, commands))
+                raise ConfigError(f"no command `{command}`{close} (the commands: {', '.join(commands)})")
+            if command in EXTRA_COMMANDS:
+                module, _, extra = EXTRA_COMMANDS[command]
                 if extra and (missing := missing_modules(extra)):
                     raise ConfigError(
-                        f"{argv[0]} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
+                        f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
                         f"pip install '{DISTRIBUTION}[{extra}]'"
                     )
                 with kept_environ():  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
-                    importlib.import_module(module).main([str(arg) for arg in argv], package)
+                    importlib.import_module(module).main(words, package)
                 return
             ProjectCLI(args=args, package=package)
         except (ProjectError, SIGTERMException) as error:

@@ -78,8 +78,9 @@ class ExactResume(Callback):
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
-        # the training loader's batch_size while an epoch is under way (None between epochs)
-        self._epoch_batch_size: int | None = None
+        # whether the training batch in progress is not its epoch's last, and the loader's batch_size
+        self._mid_epoch = False
+        self._batch_size: int | None = None
         self._align_step = False
 
     def _base_seed(self) -> int | None:
@@ -111,11 +112,11 @@ class ExactResume(Callback):
         if private.load_missed_loader_state(trainer):  # a finished epoch: the next starts afresh
             private.new_epoch_iterator(trainer)
         self._align_step = trainer.ckpt_path is not None
+        self._batch_size = now = getattr(trainer.train_dataloader, "batch_size", None)
         state, self._resume_state = self._resume_state, None
         if state is None:
             return
-        saved, now = state.get("batch_size"), getattr(trainer.train_dataloader, "batch_size", None)
-        if saved is not None and now is not None and saved != now:
+        if (saved := state.get("batch_size")) is not None and now is not None and saved != now:
             raise ConfigError(
                 f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of epoch "
                 f"{trainer.current_epoch + 1}, read in batches of {saved}, but this fit's training batches "
@@ -137,8 +138,7 @@ class ExactResume(Callback):
         """Note whether this is the epoch's last batch; after a resume, align the loggers' step with
         ``global_step`` (:func:`~runwright.private.align_logger_step`)."""
         self._batch = (trainer.current_epoch, batch_idx + 1 >= trainer.num_training_batches)
-        last_batch = self._batch[1]
-        self._epoch_batch_size = None if last_batch else getattr(trainer.train_dataloader, "batch_size", None)
+        self._mid_epoch = not self._batch[1]
         if self._align_step and pl_module.automatic_optimization:
             self._align_step = False
             private.align_logger_step(trainer)
@@ -146,7 +146,7 @@ class ExactResume(Callback):
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """A checkpoint from here on is one between epochs."""
         self._batch = (trainer.current_epoch, False)
-        self._epoch_batch_size = None
+        self._mid_epoch = False
 
     def on_validation_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """A checkpoint from here on (or from the epoch's end on) is no longer one of a training batch's
@@ -173,7 +173,7 @@ class ExactResume(Callback):
         if not self.enabled:
             return {}
         state = {"seed": self._base_seed(), "rng_states": collect_rng_states(), "batch": self._batch}
-        return {**state, "batch_size": self._epoch_batch_size}
+        return {**state, "batch_size": self._batch_size if self._mid_epoch else None}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the seed and keep the generator states for ``on_train_start`` (a no-op for ``{}``)."""
