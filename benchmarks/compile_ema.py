@@ -162,7 +162,7 @@ def fit(args: list[str], logs_dir: str, test: bool = False) -> Run:
                 compiler = next(cb for cb in callbacks if isinstance(cb, CompileModel))
                 best = next(cb for cb in callbacks if isinstance(cb, BestCheckpoint))
                 metrics = {
-                    "val/acc_best": float(cli.trainer.callback_metrics.get("val/acc_best", float("nan"))),
+                    "best/val/acc": float("nan" if best.best_model_score is None else best.best_model_score),
                     "parameters": float(sum(p.numel() for p in cli.model.parameters())),
                 }
             if test:  # a test command of its own, as a user runs it (see README, "Weight averaging (EMA)")
@@ -270,7 +270,7 @@ def quality(args: argparse.Namespace, logs_dir: str) -> None:
                 fit([*base, *extra, f"--seed_everything={seed}"], logs_dir, test=True).metrics
                 for seed in range(args.seeds)
             ]
-            test, val = ([r[key] for r in results] for key in ("test/acc", "val/acc_best"))
+            test, val = ([r[key] for r in results] for key in ("test/acc", "best/val/acc"))
             print(
                 f"| {name} | {statistics.mean(test):.4f} ± {spread(test):.4f} | {statistics.mean(val):.4f} ± "
                 f"{spread(val):.4f} | {', '.join(f'{t:.4f}' for t in test)} |",

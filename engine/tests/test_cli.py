@@ -132,7 +132,7 @@ def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
         assert (folder / "metrics.csv").is_file()
         assert {p.name for p in (folder / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
     header = (folders[0] / "metrics.csv").read_text().splitlines()[0].split(",")
-    for key in ("train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best", "val/f1", "train/lr"):
+    for key in ("train/loss", "train/acc", "val/loss", "val/acc", "best/val/acc", "val/f1", "train/lr"):
         assert key in header, header
 
 
@@ -214,12 +214,12 @@ def test_the_datamodule_decides_classes_and_channels(run_cli: RunCLI) -> None:
 
 def test_the_monitored_metric_is_a_config_value(run_cli: RunCLI) -> None:
     """``checkpoint.monitor``/``mode`` choose the best checkpoint (any logged metric) and name the
-    ``<monitor>_best`` column; they are no longer linked from the model."""
+    ``best/<monitor>`` column; they are no longer linked from the model."""
     cli = run_cli("fit", "--checkpoint.monitor=val/f1", "--checkpoint.mode=min")
     callback = cli.trainer.checkpoint_callback
     assert (callback.monitor, callback.mode) == ("val/f1", "min")  # type: ignore[union-attr]
     header = (cli.run_dir / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert "val/f1_best" in header and "val/acc_best" not in header
+    assert "best/val/f1" in header and "best/val/acc" not in header
 
 
 def test_switching_a_class_says_which_values_it_kept(workdir: Path) -> None:

@@ -43,7 +43,7 @@ def test_the_bar_a_config_chooses_prints_each_epoch_in_plain_lines_in_a_log(
     assert err == ""
     assert [str(w.message) for w in recwarn if not issubclass(w.category, DeprecationWarning)] == []
     shown = normalized(out)
-    train, epoch = "  train/loss=V", "  train/loss=V  val/acc=V  val/f1=V  val/loss=V  val/acc_best=V"
+    train, epoch = "  train/loss=V", "  train/loss=V  val/acc=V  val/f1=V  val/loss=V  best/val/acc=V"
     run = next(line.removeprefix("Run folder: ") for line in out.splitlines() if line.startswith("Run "))
     assert shown == [
         f"epoch 1/2  batch 2/4{train}  T s",
@@ -71,7 +71,7 @@ def test_a_ddp_fit_with_a_module_that_imports_pytorch_lightning_prints_what_one_
     assert result.stderr.splitlines() == ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2"]
     shown = normalized(result.stdout)
     (run,) = run_dirs(tmp_path / "logs")
-    epoch = "  train/loss=V  val/acc=V  val/f1=V  val/loss=V  val/acc_best=V  T s"
+    epoch = "  train/loss=V  val/acc=V  val/f1=V  val/loss=V  best/val/acc=V  T s"
     assert shown == [
         f"epoch 1/2 done{epoch}",
         f"epoch 2/2 done{epoch}",

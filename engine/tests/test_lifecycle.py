@@ -38,7 +38,7 @@ def test_last_is_the_latest_epoch_and_best_the_best_when_the_metric_gets_worse(r
     folder = cli.run_dir / "checkpoints"
     assert epoch_of(folder / "last.ckpt") == 2
     assert epoch_of(folder / "best.ckpt") == 1
-    assert [v for _, _, v in metric_rows(cli.run_dir, "val/acc_best")] == pytest.approx([0.5, 0.7, 0.7])
+    assert [v for _, _, v in metric_rows(cli.run_dir, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7])
 
 
 def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
@@ -56,9 +56,9 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     assert sorted(p.name for p in run_dirs(workdir / "logs")) == ["resumed", "straight"]
     folder = first.run_dir / "checkpoints"
     assert epoch_of(folder / "last.ckpt") == 3 and epoch_of(folder / "best.ckpt") == 1
-    for key in ("val/acc_best", "val/acc", "train/loss", "train/acc"):
+    for key in ("best/val/acc", "val/acc", "train/loss", "train/acc"):
         assert_same_rows(first.run_dir, straight.run_dir, key)
-    assert [v for _, _, v in metric_rows(first.run_dir, "val/acc_best")] == pytest.approx(
+    assert [v for _, _, v in metric_rows(first.run_dir, "best/val/acc")] == pytest.approx(
         [0.5, 0.7, 0.7, 0.7]
     )
     assert (first.run_dir / "config.yaml").is_file() and (first.run_dir / "config.resume-2.yaml").is_file()
@@ -136,7 +136,7 @@ def test_continuing_from_an_earlier_checkpoint_logs_each_step_once(run_cli: RunC
     run = run_cli("fit", *args, "--run_name=again")
     assert epoch_of(run.run_dir / "checkpoints" / "best.ckpt") == 1
     run_cli("fit", *args, "--ckpt_path=best")
-    for key in ("train/loss", "train/lr", "val/acc", "val/loss", "val/acc_best"):
+    for key in ("train/loss", "train/lr", "val/acc", "val/loss", "best/val/acc"):
         rows = metric_rows(run.run_dir, key)
         assert len({row[:2] for row in rows}) == len(rows), f"{key}: a step logged twice"
         assert_same_rows(run.run_dir, straight.run_dir, key)

@@ -14,7 +14,19 @@ from pathlib import Path
 import pytest
 import yaml
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from support import FAST, LOGGERS, TINY, RunCLI, kept_environ, project_cli, run_dirs, run_main, run_module
+from support import (
+    FAST,
+    LOGGERS,
+    TINY,
+    RunCLI,
+    kept_environ,
+    metric_rows,
+    project_cli,
+    run_dirs,
+    run_main,
+    run_module,
+    step_losses,
+)
 
 from runwright.callbacks import LineProgressBar
 from runwright.runs import SaveConfig
@@ -110,24 +122,28 @@ def test_a_wandb_run_continued_offline_is_one_run_with_one_sync_command(tmp_path
 @pytest.mark.parametrize(
     ("preset", "logger_types"),
     [
-        ("wandb", [WandbLogger, CSVLogger]),
-        ("tensorboard", [TensorBoardLogger, CSVLogger]),
+        ("wandb", [WandbLogger]),
+        ("tensorboard", [TensorBoardLogger]),
         ("csv", [CSVLogger]),
     ],
 )
 def test_logger_presets_switch_the_logger_and_keep_metrics_csv(
     preset: str, logger_types: list[type], run_cli: RunCLI
 ) -> None:
+    """The trainer's loggers (a model's ``self.loggers``) are the preset's alone, and metrics.csv holds every
+    step's training loss and the engine's values whichever logger it is."""
     cli = run_cli("fit", *LOGGERS[preset])
     assert [type(logger) for logger in cli.trainer.loggers] == logger_types
-    assert (cli.run_dir / "metrics.csv").is_file()
+    assert cli.model.loggers == cli.trainer.loggers
+    assert sorted(step_losses(cli.run_dir)) == [0, 1]  # FAST: 2 steps, a row each
+    assert metric_rows(cli.run_dir, "train/grad_norm") and metric_rows(cli.run_dir, "best/val/acc")
     if preset == "tensorboard":
         assert list(cli.run_dir.glob("events.out.tfevents.*"))
 
 
 def test_logger_override_on_the_command_line(run_cli: RunCLI) -> None:
     cli = run_cli("fit", "--trainer.logger=lightning.pytorch.loggers.TensorBoardLogger")
-    assert [type(logger) for logger in cli.trainer.loggers] == [TensorBoardLogger, CSVLogger]
+    assert [type(logger) for logger in cli.trainer.loggers] == [TensorBoardLogger]
     cli = run_cli("fit", "--trainer.logger=false")
     assert cli.trainer.loggers == []
 

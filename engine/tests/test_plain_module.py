@@ -33,7 +33,7 @@ def test_a_plain_module_fits_validates_and_tests_its_best_checkpoint(
     assert f"Best checkpoint (val_acc={max(scores):.4f}): {best}" in out
     epochs = [line for line in out.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 4 and all(" val_acc=" in line for line in epochs), out  # its own metric names
-    assert [value for _, _, value in metric_rows(run, "val_acc_best")] == pytest.approx(
+    assert [value for _, _, value in metric_rows(run, "best/val_acc")] == pytest.approx(
         [max(scores[: i + 1]) for i in range(4)]
     )
     checkpoint = torch.load(best, weights_only=True)

@@ -161,3 +161,35 @@ def test_synced_logs_reads_what_the_model_logged_and_how(tmp_path: Path) -> None
     assert ("test/synced_loss", True, False, True, True) in logged  # one process: Lightning drops sync_dist
     assert ("test/loss", False, False, False, True) in logged  # BaseModule's MeanMetric
     assert record.synced == [[]]
+
+
+def test_the_loggers_rows_reach_a_teed_csv_logger_that_is_not_one_of_the_loggers(tmp_path: Path) -> None:
+    """``Trainer._logger_connector``: a ``CSVLogger`` teed in (``tee_logged_metrics``) gets exactly the rows
+    a ``CSVLogger`` among the trainer's loggers gets (the model's and the engine's values, at the same
+    steps), while the model's ``self.loggers`` holds only the trainer's own."""
+    from lightning.pytorch.demos.boring_classes import BoringModel
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Logging(BoringModel):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            output = super().training_step(batch, batch_idx)
+            self.log("train_loss", output["loss"])
+            return output
+
+        def on_train_epoch_end(self) -> None:
+            private.log_metrics(self.trainer, {"engine/value": 1.5}, epoch_end=True)
+            assert self.loggers == [own]
+
+    own, teed = (
+        CSVLogger(tmp_path / "own", name="", version=""),
+        CSVLogger(tmp_path / "teed", name="", version=""),
+    )
+    trainer = Trainer(
+        logger=own, max_epochs=2, limit_train_batches=3, limit_val_batches=1, log_every_n_steps=1,
+        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+    )  # fmt: skip
+    private.tee_logged_metrics(trainer, teed)
+    trainer.fit(Logging())
+    rows = (tmp_path / "own" / "metrics.csv").read_text()
+    assert rows == (tmp_path / "teed" / "metrics.csv").read_text()
+    assert "train_loss" in rows and "engine/value" in rows

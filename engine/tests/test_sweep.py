@@ -276,8 +276,8 @@ def test_a_bad_trial_is_pruned_a_failing_one_recorded_and_trials_are_ordinary_ru
     reported = stored_trials(workdir / "logs", "prune")[2].intermediate_values
     assert len(pruned_epochs) == len(reported) < 3, "stopped before its last epoch"
     assert (pruned / "checkpoints" / "last.ckpt").is_file(), "the pruned epoch was saved"
-    # the default objective is the fixture's <checkpoint.monitor>_best, its value at the end of the trial
-    assert float(trials[0]["value"]) == pytest.approx(metric_rows(good, "val/acc_best")[-1][2])
+    # the default objective is the best checkpoint.s score, best/<checkpoint.monitor>
+    assert float(trials[0]["value"]) == pytest.approx(metric_rows(good, "best/val/acc")[-1][2])
     assert not (good / "wandb").exists(), "trials log to CSV unless a logger is given"
     # a trial's folder is an ordinary run: `test --ckpt_path` works on it
     best_ckpt = good / "checkpoints" / "best.ckpt"
@@ -299,7 +299,7 @@ def test_two_workers_share_a_4_trial_study_and_the_best_config_reruns(workdir: P
     folders = {t["run_dir"] for t in trials}
     assert len(folders) == 4 and all((Path(f) / "config.yaml").is_file() for f in folders)
     for out, _ in outputs:  # both workers ran trials
-        assert "complete: val/acc_best=" in out or " pruned: " in out
+        assert "complete: best/val/acc=" in out or " pruned: " in out
     params = {(t[LR], t[DROPOUT], t[BATCH]) for t in trials}
     assert len(params) == 4, "the two workers' seeded samplers drew different trials"
     best = max((t for t in trials if t["state"] == "COMPLETE"), key=lambda t: float(t["value"]))
@@ -308,9 +308,9 @@ def test_two_workers_share_a_4_trial_study_and_the_best_config_reruns(workdir: P
         assert (best_yaml.parent / f"{plot}.png").stat().st_size > 10_000
     # the best config re-runs as is and gives the best trial's value again
     rerun = project_cli(["fit", "--config", str(best_yaml)])
-    assert float(rerun.trainer.callback_metrics["val/acc_best"]) == pytest.approx(
-        float(best["value"]), abs=1e-6
-    )
+    best_score = rerun.trainer.checkpoint_callback.best_model_score  # type: ignore[union-attr]
+    assert float(best_score) == pytest.approx(float(best["value"]), abs=1e-6)
+    assert metric_rows(rerun.run_dir, "best/val/acc")[-1][2] == pytest.approx(float(best["value"]), abs=1e-6)
     saved = yaml.safe_load((rerun.run_dir / "config.yaml").read_text())
     assert saved["data"]["init_args"]["batch_size"] == int(best[BATCH])
 
@@ -419,7 +419,7 @@ def test_ddp_trials_are_one_trial_per_job_each_with_its_own_value(workdir: Path)
     assert [t.state.name for t in trials[:2]] == ["COMPLETE", "COMPLETE"]
     for trial in trials:  # the stored value is the one its own run logged (rank 0's metrics.csv)
         run = Path(trial.user_attrs["run_dir"])
-        assert trial.value == pytest.approx(metric_rows(run, "val/acc_best")[-1][2])
+        assert trial.value == pytest.approx(metric_rows(run, "best/val/acc")[-1][2])
     assert trials[0].value > trials[1].value, "a good and a hopeless LR give different values"
     assert (
         trials[2].state.name == "PRUNED"

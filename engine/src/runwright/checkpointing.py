@@ -15,6 +15,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from torch import nn
 
+from . import private
 from .errors import CheckpointError, ConfigError
 from .provenance import warn_on_version_change
 from .runs import write_atomically
@@ -41,14 +42,26 @@ class BestCheckpoint(RunCheckpoint):
     """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
     ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
 
-    After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
-    this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
-    a resume, and a branch starts it afresh with its own ``best.ckpt``); under DDP the best over the
-    processes, which is every process's when the monitor is synced (``sync_dist=True`` or a torchmetrics
-    metric, as it should be). Its state key starts with its class name (Lightning's
-    ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never
-    takes its place.
+    Each time it has scored a checkpoint it hands the loggers ``best/<monitor>`` (e.g. ``best/val/acc``):
+    its own record of the best score so far (``best_model_score``, this epoch's included), the score of
+    the checkpoint ``--ckpt_path best`` takes, whichever hook the model logs the monitor in. It is written
+    to the loggers directly (never through the model, so it cannot collide with a key the model logs),
+    at the step of the validation it follows; under DDP it is rank 0's record, the one that chose the
+    file. Its state key starts with its class name (Lightning's ``ModelCheckpoint.state_key``), so a
+    ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
     """
+
+    #: The prefix of the logged key: ``best/<monitor>``.
+    PREFIX = "best/"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._scored_step = self._logged_step = -1  # the global step last scored, and last logged
+
+    @property
+    def best_key(self) -> str | None:
+        """The logged key of the best score, ``best/<monitor>`` (``None`` without a monitor)."""
+        return None if self.monitor is None else f"{self.PREFIX}{self.monitor}"
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
@@ -57,10 +70,38 @@ class BestCheckpoint(RunCheckpoint):
             self.check_monitor_logged(trainer)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Check the monitor, then save as ``ModelCheckpoint`` does."""
+        """Check the monitor, save as ``ModelCheckpoint`` does, then log the best score."""
         if not trainer.sanity_checking:
             self.check_monitor_logged(trainer)
         super().on_validation_end(trainer, pl_module)
+        self._log_best(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save as ``ModelCheckpoint`` does (after a validation at the epoch's end, or without validation,
+        it saves here), then log the best score."""
+        super().on_train_epoch_end(trainer, pl_module)
+        self._log_best(trainer, epoch_end=True)
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+        """Save as ``ModelCheckpoint`` does (``every_n_train_steps``), then log the best score."""
+        super().on_train_batch_end(trainer, pl_module, *args)
+        self._log_best(trainer)
+
+    def check_monitor_top_k(self, trainer: Trainer, current: torch.Tensor | None = None) -> bool:
+        """``ModelCheckpoint``'s decision whether ``current`` enters the top k; notes that this step was
+        scored (its best score is then logged)."""
+        self._scored_step = trainer.global_step
+        return super().check_monitor_top_k(trainer, current)
+
+    def _log_best(self, trainer: Trainer, epoch_end: bool = False) -> None:
+        """Log the best score once after each step whose monitor value was scored."""
+        step = trainer.global_step
+        if self.best_key is None or self.best_model_score is None or self._scored_step != step:
+            return
+        if self._logged_step == step:
+            return
+        self._logged_step = step
+        private.log_metrics(trainer, {self.best_key: float(self.best_model_score)}, epoch_end)
 
     def check_monitor_logged(self, trainer: Trainer) -> None:
         """Raise :class:`~runwright.errors.ConfigError` naming ``--checkpoint.monitor``, the closest logged
@@ -70,25 +111,13 @@ class BestCheckpoint(RunCheckpoint):
             option, off = f"--checkpoint.monitor={self.monitor}", "pass --checkpoint.monitor=null"
             check_logged(trainer, option, self.monitor, "--checkpoint.mode", off)
 
-    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Log ``<monitor>_best`` (not in the sanity check, and only when the monitor was logged)."""
-        current = trainer.callback_metrics.get(self.monitor) if self.monitor else None
-        if trainer.sanity_checking or current is None:
-            return
-        best, better = self.best_model_score, {"min": torch.lt, "max": torch.gt}[self.mode]
-        if best is None or better(current, best.to(current.device)):
-            best = current
-        pl_module.log(
-            f"{self.monitor}_best", best.float(), prog_bar=True, sync_dist=True, reduce_fx=self.mode
-        )
-
 
 def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: str) -> None:
     """Raise :class:`~runwright.errors.ConfigError` for ``option`` (``--checkpoint.monitor=...``, an
     ``EarlyStopping``'s ``monitor``) when ``monitor`` is not among the values logged so far: one line with
     the closest logged key, the logged keys, ``mode`` (the option that goes with a monitor) and ``off``
     (how to do without it)."""
-    logged = [key for key in trainer.callback_metrics if not key.endswith("_best")]
+    logged = list(trainer.callback_metrics)
     if monitor in (*logged, "epoch", "step"):
         return
     from .parser import closest, did_you_mean

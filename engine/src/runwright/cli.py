@@ -67,6 +67,7 @@ from .runs import (
     class_of,
     finish_wandb_run,
     keep_metrics_csv,
+    metrics_csv,
     resolve_checkpoint,
     run_dir_of,
     run_logger_config,
@@ -371,6 +372,7 @@ class ProjectCLI(LightningCLI):
             "callbacks", [AverageFromTrainedWeights(), EarlyStoppingMonitorCheck(), *shown, *extra]
         )
         trainer = super().instantiate_trainer(**kwargs)
+        self.metrics_csv = metrics_csv(trainer, self.run_dir)
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(
                 callback_states=self.subcommand in (None, "fit")
@@ -379,10 +381,8 @@ class ProjectCLI(LightningCLI):
 
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
-        if self.continued:
-            keep_metrics_csv(
-                self.trainer.loggers, int(self.checkpoint["global_step"]) if self.checkpoint else 0
-            )
+        if self.continued and self.metrics_csv is not None:
+            keep_metrics_csv(self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
 
     def after_validate(self) -> None:
         """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""

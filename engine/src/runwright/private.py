@@ -12,9 +12,11 @@ from typing import Any, get_args
 
 from jsonargparse import Namespace
 from jsonargparse._typehints import get_all_subclass_paths
+from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import WeightAveraging
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import Logger
 from lightning.pytorch.tuner import lr_finder
 from torch.optim.swa_utils import AveragedModel
 
@@ -28,6 +30,7 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
+    ("Trainer", "_logger_connector", "the loggers' rows: the engine's values, metrics.csv"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
     ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type, val_class: a class, its bases"),
     ("jsonargparse._util", "import_object", "its name: a short class name that names no class"),
@@ -79,6 +82,37 @@ def align_logger_step(trainer: Trainer) -> None:
     loop = trainer.fit_loop.epoch_loop
     if loop._batches_that_stepped != trainer.global_step:
         loop._batches_that_stepped = trainer.global_step
+
+
+def log_metrics(trainer: Trainer, metrics: dict[str, float], epoch_end: bool = False) -> None:
+    """Hand ``metrics`` and the ``epoch`` to the trainer's loggers as Lightning hands them what a model logs
+    (``_LoggerConnector.log_metrics``; a no-op without loggers): at the loggers' current step (the epoch
+    loop's ``_batches_that_stepped``), or with ``epoch_end`` in a training epoch's end hooks, at the step
+    of the epoch's last batch, where Lightning logs the epoch's values. For the engine's own values, which
+    it never logs through the user's module."""
+    step = trainer.fit_loop.epoch_loop._batches_that_stepped - epoch_end
+    trainer._logger_connector.log_metrics({**metrics, "epoch": trainer.current_epoch}, step)  # type: ignore[dict-item]
+
+
+def tee_logged_metrics(trainer: Trainer, sink: Logger) -> None:
+    """Also hand ``sink`` every row of metrics that Lightning hands the trainer's loggers (the values and
+    the step, as ``_LoggerConnector.log_metrics`` computes it), without making it one of
+    ``trainer.loggers`` (the list a model's ``self.loggers`` returns: the user's loggers only)."""
+    connector = trainer._logger_connector
+    log = connector.log_metrics
+
+    def log_and_tee(metrics: Any, step: int | None = None) -> None:
+        log(metrics, step)
+        if not trainer.loggers or not metrics:  # (Lightning logs nothing then)
+            return
+        scalars = convert_tensors_to_scalars(metrics)
+        if step is None and (step := scalars.pop("step", None)) is None:
+            scalars.setdefault("epoch", trainer.current_epoch)
+            step = trainer.fit_loop.epoch_loop._batches_that_stepped
+        sink.log_metrics(scalars, step=int(step))
+        sink.save()
+
+    connector.log_metrics = log_and_tee  # type: ignore[method-assign]
 
 
 def synced_logs(trainer: Trainer) -> list[str]:

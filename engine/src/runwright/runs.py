@@ -20,9 +20,9 @@ import yaml
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
-from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-from . import deprecations
+from . import deprecations, private
 from .errors import CheckpointError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
@@ -193,16 +193,15 @@ def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -
     CSV and TensorBoard loggers write straight into the run folder, W&B into ``<run_dir>/wandb``, named
     after the run folder unless a name is set, and with ``wandb_id`` (resumed) when continuing a run;
     the environment variable ``WANDB_MODE=online`` (upload) or ``disabled`` (W&B off) overrides its
-    ``offline`` default. A ``CSVLogger`` is added when there is none, so every run keeps a
-    ``metrics.csv``; ``True`` (Lightning's default logger) becomes just that one, ``False``/``None``
-    (logging off) stay as they are.
+    ``offline`` default. ``True`` (Lightning's default logger) becomes a ``CSVLogger``; ``False``/``None``
+    (logging off) stay as they are. No logger is added (:func:`metrics_csv` keeps the run's
+    ``metrics.csv`` without one).
     """
     if logger is None or logger is False:
         return logger
-    items = [] if logger is True else (list(logger) if isinstance(logger, list) else [logger])
-    items = [item.clone() for item in items]
-    if not any(issubclass(class_of(item.class_path), CSVLogger) for item in items):
-        items.append(Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace()))
+    if logger is True:
+        logger = Namespace(class_path=f"{CSVLogger.__module__}.CSVLogger", init_args=Namespace())
+    items = [item.clone() for item in (logger if isinstance(logger, list) else [logger])]
     for item in items:
         cls, init_args = class_of(item.class_path), item.get("init_args") or Namespace()
         init_args.save_dir = str(run_dir)
@@ -231,7 +230,20 @@ def wandb_id_of(run_dir: Path) -> str | None:
     return latest.resolve().name.rsplit("-", 1)[-1] if latest.exists() else None
 
 
-def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
+def metrics_csv(trainer: Trainer, run_dir: Path) -> CSVLogger | None:
+    """The logger that writes the run's ``metrics.csv`` (every row the trainer's loggers get): the user's
+    own ``CSVLogger`` when there is one, else a ``CSVLogger`` of the run folder that is handed the same rows
+    (:func:`~runwright.private.tee_logged_metrics`) without being one of the user's loggers. ``None``
+    without loggers (logging off)."""
+    if not trainer.loggers:
+        return None
+    if own := next((logger for logger in trainer.loggers if isinstance(logger, CSVLogger)), None):
+        return own
+    private.tee_logged_metrics(trainer, sink := CSVLogger(run_dir, name="", version=""))
+    return sink
+
+
+def keep_metrics_csv(logger: CSVLogger, last_step: int) -> None:
     """Keep the rows a continued run logged up to its checkpoint's step in its ``metrics.csv``.
 
     Lightning's CSV logger deletes a ``metrics.csv`` it finds in its folder when it starts; the rows
@@ -239,17 +251,16 @@ def keep_metrics_csv(loggers: list[Logger], last_step: int) -> None:
     in the same file. Rows from ``last_step`` on (logged after the checkpoint, before the run stopped)
     are dropped, as the continued run logs those steps again.
     """
-    for logger in loggers:
-        if not isinstance(logger, CSVLogger) or not (path := Path(logger.log_dir) / "metrics.csv").is_file():
-            continue
-        with path.open(newline="") as handle:
-            rows = [row for row in csv.DictReader(handle) if row.get("step")]
-        logger.experiment  # noqa: B018 (starts the writer, which deletes the file)
-        for row in rows:
-            step = int(float(row.pop("step")))
-            if step < last_step:  # rows at last_step were logged after the checkpoint was saved
-                logger.log_metrics({key: _number(value) for key, value in row.items() if value}, step=step)
-        logger.save()
+    if not (path := Path(logger.log_dir) / "metrics.csv").is_file():
+        return
+    with path.open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("step")]
+    logger.experiment  # noqa: B018 (starts the writer, which deletes the file)
+    for row in rows:
+        step = int(float(row.pop("step")))
+        if step < last_step:  # rows at last_step were logged after the checkpoint was saved
+            logger.log_metrics({key: _number(value) for key, value in row.items() if value}, step=step)
+    logger.save()
 
 
 def _number(text: str) -> float:

@@ -10,6 +10,8 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
 
+from .. import private
+
 
 class MemoryGrowthWarning(UserWarning):
     """Memory after each training epoch kept growing: probably tensors kept alive across steps."""
@@ -26,16 +28,17 @@ def memory_stats_mib(device: torch.device) -> dict[str, float]:
 
 
 class MemoryMonitor(Callback):
-    """Log ``memory/<figure>`` in MiB (2**20 bytes) every ``log_every_n_steps`` optimizer steps (0: never)
-    and at each training epoch's end: ``rss_mib`` (this process's resident set, psutil) and, on CUDA,
-    ``cuda_allocated_mib`` (live tensors), ``cuda_reserved_mib`` (held by the caching allocator: reserved
-    minus allocated is cache, not a leak) and ``cuda_max_allocated_mib`` (the epoch's peak). Warn
+    """Hand the loggers (never through the model) ``memory/<figure>`` in MiB (2**20 bytes) every
+    ``log_every_n_steps`` optimizer steps (0: never; under DDP rank 0's figures) and at each training
+    epoch's end (under DDP the largest process's, the one nearest to running out): ``rss_mib`` (this
+    process's resident set, psutil) and, on CUDA, ``cuda_allocated_mib`` (live tensors),
+    ``cuda_reserved_mib`` (held by the caching allocator: reserved minus allocated is cache, not a leak)
+    and ``cuda_max_allocated_mib`` (the epoch's peak). Warn
     (:class:`MemoryGrowthWarning`) when the CUDA allocated memory (on a GPU) or the RSS rose by at least
     ``min_growth_mib`` after each of the last ``patience`` epochs (the first ``warmup_epochs`` left out
     while caches fill; confirmed after a full garbage collection): the usual cause is a tensor kept across
-    steps, such as a loss appended to a list. Under DDP the logged figures are the largest process's
-    (the one nearest to running out), and each process checks its own growth. ``enabled=False`` turns
-    logging and the check off.
+    steps, such as a loss appended to a list. Under DDP each process checks its own growth.
+    ``enabled=False`` turns logging and the check off.
 
     Raises:
         ValueError: ``patience`` is below 1.
@@ -57,8 +60,9 @@ class MemoryMonitor(Callback):
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_: object) -> None:
         """Log the figures every ``log_every_n_steps`` optimizer steps."""
-        if self.enabled and self.log_every_n_steps > 0 and trainer.global_step % self.log_every_n_steps == 0:
-            pl_module.log_dict(memory_stats_mib(pl_module.device), sync_dist=True, reduce_fx="max")
+        every = self.log_every_n_steps
+        if self.enabled and every > 0 and trainer.global_step % every == 0 and trainer.is_global_zero:
+            private.log_metrics(trainer, memory_stats_mib(pl_module.device))
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures, check the growth and reset the CUDA peak."""
@@ -77,7 +81,11 @@ class MemoryMonitor(Callback):
                 f"{message} (a loss in a list?) keeps its graph; store .item()", category=MemoryGrowthWarning
             )
             self.epoch_end_mib.clear()
-        pl_module.log_dict(stats, sync_dist=True, reduce_fx="max")
+        largest = {
+            key: float(trainer.strategy.reduce(torch.tensor(value, device=device), reduce_op="max"))
+            for key, value in stats.items()
+        }
+        private.log_metrics(trainer, largest, epoch_end=True)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+import warnings
 from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities.data import extract_batch_size
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch.optim import Optimizer
+
+from .. import private
 
 
 class TrainingMonitor(Callback):
-    """Log every ``log_every_n_steps`` optimizer steps ``train/grad_norm`` (the total 2-norm of the
-    gradients, ``torch.nn.utils.get_total_norm``, after AMP unscaling, before clipping; no host-device
-    sync) and, when the model has an LR scheduler, ``train/lr`` (the first param group's; ``train/lr_pg<i>``
-    the others'), in the step's own row of ``metrics.csv``; per epoch ``train/epoch_time_sec`` (its first
-    training batch to the end of its last, data loading included; under DDP the slowest process's) and
-    ``train/samples_per_sec`` (the samples, the length of each batch's first tensor, over that time;
-    under DDP every process's samples over the slowest process's time: the run's throughput). The
+    """Hand the loggers (never through the model), every ``log_every_n_steps`` optimizer steps,
+    ``train/grad_norm`` (the total 2-norm of the gradients, ``torch.nn.utils.get_total_norm``, after AMP
+    unscaling, before clipping) and, when the model has an LR scheduler, ``train/lr`` (the first param
+    group's; ``train/lr_pg<i>`` the others'), at the step's number; per epoch ``train/epoch_time_sec`` (its
+    first training batch to the end of its last, data loading included; under DDP the slowest process's)
+    and ``train/samples_per_sec`` (the samples, Lightning's ``extract_batch_size`` of each batch, over that
+    time; under DDP every process's samples over the slowest process's time: the run's throughput). The
     gradient norm and LR are the same in every DDP process (the gradients are averaged before the
-    optimizer step), so they are not synced. Not Lightning's
+    optimizer step): rank 0 computes them. Not Lightning's
     ``LearningRateMonitor`` (it raises without a logger and writes rows of its own, without the epoch) or
     ``ThroughputMonitor`` (it synchronizes a CUDA device after every batch). Warns at fit start when an
     epoch's batch count is not a multiple of ``accumulate_grad_batches`` (the partial last window's
@@ -49,13 +55,16 @@ class TrainingMonitor(Callback):
         """Log the gradient norm and LR of the step that Lightning writes to the loggers."""
         every = self.log_every_n_steps
         every = getattr(trainer, "log_every_n_steps", 50) if every is None else every  # (set by Lightning)
-        if not (self.enabled and every > 0 and (trainer.global_step + 1) % every == 0):
+        due = every > 0 and (trainer.global_step + 1) % every == 0
+        if not (self.enabled and due and trainer.is_global_zero):
             return
+        metrics = {}
         if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
             for index, group in enumerate(optimizer.param_groups):
-                pl_module.log(f"train/lr_pg{index}" if index else "train/lr", group["lr"])
+                metrics[f"train/lr_pg{index}" if index else "train/lr"] = float(group["lr"])
         if grads := [p.grad for p in pl_module.parameters() if p.grad is not None]:
-            pl_module.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))
+            metrics["train/grad_norm"] = float(torch.nn.utils.get_total_norm(grads))
+        private.log_metrics(trainer, metrics)
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Warn about a partial accumulation window."""
@@ -73,8 +82,10 @@ class TrainingMonitor(Callback):
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, *_: Any) -> None:
         """Start the epoch clock at its first batch; count the batch's samples."""
         self._epoch_start = self._epoch_start or time.perf_counter()
-        first = batch[0] if isinstance(batch, (list, tuple)) else batch
-        self._samples += len(first) if isinstance(first, torch.Tensor) else 0
+        with warnings.catch_warnings():  # (Lightning warns when it has to guess)
+            warnings.simplefilter("ignore")
+            with contextlib.suppress(RecursionError, MisconfigurationException):
+                self._samples += extract_batch_size(batch)
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch's time and throughput."""
@@ -85,7 +96,7 @@ class TrainingMonitor(Callback):
             seconds = torch.tensor(time.perf_counter() - self._epoch_start, device=device)
             seconds = reduce(seconds, reduce_op="max")
             samples = reduce(torch.tensor(float(self._samples), device=device), reduce_op="sum")
-            # equal in every process: synced only to keep Lightning from warning about unsynced epoch values
-            pl_module.log("train/epoch_time_sec", seconds, sync_dist=True, reduce_fx="max")
+            metrics = {"train/epoch_time_sec": float(seconds)}
             if samples.item():
-                pl_module.log("train/samples_per_sec", samples / seconds, sync_dist=True, reduce_fx="max")
+                metrics["train/samples_per_sec"] = float(samples / seconds)
+            private.log_metrics(trainer, metrics, epoch_end=True)

@@ -16,14 +16,16 @@ from lightning.pytorch.callbacks import (
 )
 from torchmetrics import Metric, MetricCollection
 
+from ..checkpointing import BestCheckpoint
 from ..console import stdout_is_terminal
 
 
 class LineProgressBar(ProgressBar):
     """Print one plain line every ``refresh_rate`` training batches (0: none) and one per finished epoch,
-    such as ``epoch 3/30 done  train/loss=0.1234  val/acc=0.9  12.3 s`` (seconds since training started):
-    the ``train/``/``train_`` (and on the epoch line ``val/``/``val_``) metrics logged with
-    ``prog_bar=True``, or all of them when there are none. No carriage returns or ANSI codes.
+    such as ``epoch 3/30 done  train/loss=0.1234  val/acc=0.9  best/val/acc=0.92  12.3 s`` (seconds since
+    training started): the metrics logged with ``prog_bar=True`` (all the model logged when it marked
+    none), and on the epoch line also the monitored metric and its best score (``best/<monitor>``, the
+    best checkpoint's). No carriage returns or ANSI codes.
 
     Raises:
         ValueError: ``refresh_rate`` is negative.
@@ -44,16 +46,23 @@ class LineProgressBar(ProgressBar):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._start = time.perf_counter()
 
-    def _print(self, trainer: Trainer, what: str, *prefixes: str) -> None:
+    def _print(self, trainer: Trainer, what: str, epoch_end: bool = False) -> None:
         # Every process reads the metrics, the disabled ones (DDP ranks > 0) too: reading an epoch's
         # synced metrics is a collective, and a callback after this one that syncs would otherwise wait
         # on rank 0's read while the other ranks wait on its own.
-        shown = {k: v for k, v in trainer.progress_bar_metrics.items() if k.startswith(prefixes)}
-        if all(key.endswith("_best") for key in shown):  # nothing logged with prog_bar=True: show all
-            shown = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefixes)}
+        logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        shown = {k: float(v) for k, v in trainer.progress_bar_metrics.items()} or logged
+        callbacks = trainer.checkpoint_callbacks
+        best = next((cb for cb in callbacks if isinstance(cb, BestCheckpoint)), None)
+        if epoch_end and best is not None and best.monitor in logged and best.best_key:
+            # (this epoch is scored after this hook: the best so far, this epoch's value included)
+            score = best.best_model_score
+            scores = [logged[best.monitor], *([] if score is None else [float(score)])]
+            top = max(scores) if best.mode == "max" else min(scores)
+            shown = {**shown, best.monitor: logged[best.monitor], best.best_key: float(top)}
         if not self.enabled:
             return
-        metrics = "".join(f"  {key}={value:.4g}" for key, value in shown.items())
+        metrics = "".join(f"  {key}={float(value):.4g}" for key, value in shown.items())
         elapsed = f"{time.perf_counter() - self._start:.1f} s"
         print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{what}{metrics}  {elapsed}", flush=True)
 
@@ -62,11 +71,11 @@ class LineProgressBar(ProgressBar):
     ) -> None:
         """Print a line every ``refresh_rate`` batches."""
         if self.refresh_rate and (batch_idx + 1) % self.refresh_rate == 0:
-            self._print(trainer, f"  batch {batch_idx + 1}/{self.total_train_batches}", "train/", "train_")
+            self._print(trainer, f"  batch {batch_idx + 1}/{self.total_train_batches}")
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Print the epoch's line (after validation, which runs before this hook)."""
-        self._print(trainer, " done", "train/", "train_", "val/", "val_")
+        self._print(trainer, " done", epoch_end=True)
 
 
 class PlainModelSummary(ModelSummary):

@@ -19,12 +19,14 @@ import optuna
 import torch.distributed
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import NonNegativeInt, PositiveFloat, PositiveInt
+from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
 from optuna.distributions import CategoricalDistribution, IntDistribution, json_to_distribution
 from optuna.trial import FrozenTrial, TrialState
 from optuna_integration import PyTorchLightningPruningCallback
 from sqlalchemy import exc as sql
 
+from ..checkpointing import BestCheckpoint
 from ..cli import ProjectCLI
 from ..errors import ConfigError, ProjectError, TrainingInterrupted, first_line
 from ..runs import write_atomically
@@ -41,8 +43,9 @@ class Objective:
     """A trial's value.
 
     Args:
-        metric: A logged metric; its value at the end of the trial counts (default:
-            <checkpoint.monitor>_best, e.g. val/acc_best).
+        metric: A metric the model logs; its value at the end of the trial counts, and trials are pruned
+            on it (default: the best checkpoint's score, best/<checkpoint.monitor>, pruned on
+            checkpoint.monitor).
         direction: maximize or minimize it (default: from checkpoint.mode).
     """
 
@@ -126,6 +129,17 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
     return cli, pruning
 
 
+def trial_value(trainer: Trainer, metric: str | None) -> float | None:
+    """A finished trial's value: the logged ``metric``'s value at the end, or without one the best
+    checkpoint's score (``BestCheckpoint.best_model_score``); ``None`` when it has none."""
+    if metric is not None:
+        value = trainer.callback_metrics.get(metric)
+    else:
+        best = next(cb for cb in trainer.checkpoint_callbacks if isinstance(cb, BestCheckpoint))
+        value = best.best_model_score
+    return None if value is None else float(value)
+
+
 def open_storage(url: str, heartbeat_interval: int) -> optuna.storages.RDBStorage:
     """An Optuna ``RDBStorage`` on ``url`` with heartbeats, a trial failed for a stale one retried; SQLite
     waits up to 60 s for another worker's lock. Raises :class:`ConfigError` for a URL that cannot be used."""
@@ -190,7 +204,13 @@ class SweepCLI(ProjectCLI):
             except (KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"search_space[{key!r}]: {type(error).__name__}: {error}") from None
             self.space[key] = options[key.replace(".init_args", "")], distribution
-        self.metric = config.objective.metric or f"{config.checkpoint.monitor}_best"
+        if config.objective.metric is None and config.checkpoint.monitor is None:
+            raise ConfigError(
+                "objective.metric: none given, and --checkpoint.monitor=null gives the trials no best score; "
+                "set checkpoint.monitor (and checkpoint.mode) or objective.metric (and objective.direction)"
+            )
+        self.monitor = config.objective.metric or config.checkpoint.monitor  # what trials are pruned on
+        self.metric = config.objective.metric or f"{BestCheckpoint.PREFIX}{config.checkpoint.monitor}"
         direction: Any = config.objective.direction or f"{config.checkpoint.mode}imize"
         fit = config.clone()
         for key in ["config", *(option.name for option in fields(SweepOptions))]:
@@ -257,12 +277,13 @@ class SweepCLI(ProjectCLI):
         overrides = [override(trial, key, *spec) for key, spec in self.space.items()]
         args = [*self.fit_args, *overrides, f"--run_name={run_name}"]
         trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
-        os.environ[TRIAL_ENV] = json.dumps([self.storage.url, self.name, trial_id, self.metric, args])
+        os.environ[TRIAL_ENV] = json.dumps([self.storage.url, self.name, trial_id, self.monitor, args])
         try:
-            cli, pruning = fit_trial(args, trial, self.metric, self.package)
+            cli, pruning = fit_trial(args, trial, self.monitor, self.package)
             pruning.check_pruned()  # a DDP trial's pruning decision (a no-op in one process)
-            if (value := (logged := cli.trainer.callback_metrics).get(self.metric)) is None:
-                raise ProjectError(f"objective.metric={self.metric!r} was not logged: {sorted(logged)}")
+            if (value := trial_value(cli.trainer, self.config.objective.metric)) is None:
+                logged = sorted(cli.trainer.callback_metrics)
+                raise ProjectError(f"objective.metric={self.monitor!r} was not logged: {logged}")
             trial.set_user_attr("config", (cli.run_dir / "config.yaml").read_text())  # for best.yaml
             return float(value)
         except optuna.TrialPruned:
