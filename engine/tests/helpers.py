@@ -407,3 +407,17 @@ class EpochEndScore(PlainClassifier):
 
     def on_validation_epoch_end(self) -> None:
         self.log("val/score", float(self.current_epoch))
+
+
+class KeywordsClassifier(PlainClassifier):
+    """:class:`~fixture_task.PlainClassifier` with its own arguments and ``**kwargs`` (as Lightning's GAN
+    example), none of them a linked argument: the DataModule's ``num_classes`` and ``dims`` must not be
+    written into its hyperparameters."""
+
+    def __init__(self, lr: float = 0.01, **kwargs: Any) -> None:
+        LightningModule.__init__(self)
+        self.save_hyperparameters()
+        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 4))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)

@@ -64,6 +64,29 @@ def test_a_plain_module_may_not_be_given_a_linked_value_it_lacks(
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
 
 
+def test_a_link_applies_only_where_the_model_names_the_argument(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], recwarn: pytest.WarningsRecorder
+) -> None:
+    """TinyImages has ``num_classes`` and ``dims``; a model with ``**kwargs`` and neither argument gets
+    neither, in its arguments or its checkpoint's hyperparameters, and every later command takes the
+    checkpoint. A checkpoint in which an earlier engine wrote them still loads, with one warning."""
+    fit = run_cli("fit", "--model=helpers.KeywordsClassifier", "--checkpoint.monitor=val_acc")
+    best = fit.run_dir / "checkpoints" / "best.ckpt"
+    checkpoint = torch.load(best, weights_only=True)
+    assert {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")} == {"lr": 0.01}
+    assert float(run_cli("test", "--ckpt_path=best").trainer.callback_metrics["test_acc"]) >= 0
+    checkpoint["hyper_parameters"].update(num_classes=4, in_channels=1)  # as the engine wrote it before
+    torch.save(checkpoint, old := fit.run_dir / "checkpoints" / "old.ckpt")
+    recwarn.clear()
+    tested = run_cli("test", f"--ckpt_path={old}")
+    warned = [str(w.message) for w in recwarn if "does not take" in str(w.message)]
+    assert warned == [
+        "the checkpoint's hyperparameters hold num_classes, in_channels, which helpers.KeywordsClassifier "
+        "does not take (an earlier runwright saved the DataModule's value there): left out"
+    ]
+    assert "num_classes" not in tested.model.hparams and "test_acc" in tested.trainer.callback_metrics
+
+
 def test_predict_without_a_predict_step_on_input_target_batches_is_one_error_line(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

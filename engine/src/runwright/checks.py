@@ -36,7 +36,7 @@ def check_run(cli: ProjectCLI) -> None:
             optimizer or scheduler settings than the checkpoint's.
         CheckpointError: the ``--ckpt_path`` checkpoint does not fit the model.
     """
-    from .cli import DATA_LINKS
+    from .runs import DATA_LINKS
 
     config, model, trainer, ckpt = cli._config(), cli.model, cli.trainer, cli.checkpoint
     defaults = (private.subcommand_parser(cli) or cli.parser).get_defaults(skip_check=True)
@@ -171,7 +171,7 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
     ``weight_decay=0.01`` (SGD's own default is 0). Named: each argument that still holds the default
     config's value where the new class's own default differs, except what the engine sets (a model's
     linked arguments, a logger's run folder arguments)."""
-    from .cli import DATA_LINKS
+    from .runs import DATA_LINKS
 
     engine_sets = {"model.init_args.": set(DATA_LINKS), "trainer.logger.init_args.": ENGINE_LOGGER_ARGS}
     for key, class_path in config.items():

@@ -67,6 +67,7 @@ from .runs import (
     class_of,
     finish_wandb_run,
     keep_metrics_csv,
+    linked_arguments,
     metrics_csv,
     resolve_checkpoint,
     run_dir_of,
@@ -87,8 +88,6 @@ COMMAND_KEYS = {
     for name, parameter in inspect.signature(getattr(Trainer, subcommand)).parameters.items()
     if name not in skip and name != "self"
 }
-#: Model arguments set from the DataModule when both have them: target -> source attribute.
-DATA_LINKS = {"num_classes": "num_classes", "in_features": "num_features", "in_channels": "dims[0]"}
 
 
 class ConfigFile(ActionConfigFile):
@@ -119,7 +118,8 @@ class ProjectCLI(LightningCLI):
     """LightningCLI for the user's ``package``: its config files, run folders, checkpoint aliases, the
     engine's callbacks (always present, each a config group: ``--checkpoint.*``, ``--last_checkpoint.*``,
     ``--memory.*``, ``--exact_resume.*``, ``--training_monitor.*``, ``--health.*``, ``--interruption.*``,
-    ``--compile.*``; a ``trainer.callbacks`` list is added to them) and :data:`DATA_LINKS`.
+    ``--compile.*``; a ``trainer.callbacks`` list is added to them) and the data links
+    (:func:`~runwright.runs.linked_arguments`).
 
     ``run=False`` builds the run without a subcommand (sweeps, tuners): use it as a context manager
     around your own ``cli.trainer.fit(...)``. Bad input raises a :class:`~runwright.errors.ConfigError`
@@ -254,7 +254,7 @@ class ProjectCLI(LightningCLI):
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the run-folder arguments, ``--init_from``, the :data:`COMMAND_KEYS` this parser's
-        subcommand does not take (hidden), the engine's callbacks and the data links."""
+        subcommand does not take (hidden) and the engine's callbacks."""
         self.parsers.append(parser)
         subcommand = list(self.subcommands())[len(self.parsers) - 1] if self.runs_subcommand else None
         own = inspect.signature(getattr(Trainer, subcommand)).parameters if subcommand else {}
@@ -273,11 +273,6 @@ class ProjectCLI(LightningCLI):
         add_renamed_arguments(parser)
         for group, callback in GROUPS.items():
             parser.add_lightning_class_args(callback, group)
-        for target, source in DATA_LINKS.items():
-            first = (lambda dims: int(dims[0])) if source.endswith("[0]") else None
-            parser.link_arguments(
-                f"data.{source.removesuffix('[0]')}", f"model.init_args.{target}", first, "instantiate"
-            )
 
     def _config(self, config: Namespace | None = None) -> Namespace:
         """The parsed (or, given, the instantiated) config of the subcommand being run."""
@@ -338,6 +333,14 @@ class ProjectCLI(LightningCLI):
         run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
         for callback in (run.checkpoint, run.last_checkpoint):
             callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
+        parser = private.subcommand_parser(self) or self.parser
+        for target, source in (
+            linked_arguments(class_of(run.model.class_path)).items() if run.get("data") else ()
+        ):
+            first = (lambda dims: int(dims[0])) if source.endswith("[0]") else None
+            parser.link_arguments(
+                f"data.{source.removesuffix('[0]')}", f"model.init_args.{target}", first, "instantiate"
+            )
         try:
             self.config_init = self.parser.instantiate(run_config)
             init = self._config(self.config_init)

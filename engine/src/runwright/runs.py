@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import importlib
+import inspect
 import itertools
 import os
 import sys
@@ -21,6 +22,7 @@ from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_warn
 
 from . import deprecations, private
 from .errors import CheckpointError, RunExistsError
@@ -34,6 +36,18 @@ CHECKPOINT_ALIASES = ("best", "last")
 #: Keys of a fit's config that belong to that run alone: its ``config.yaml`` has them as null, so that
 #: re-running it (``fit --config logs/A/config.yaml``) starts a new run instead of writing into A.
 RUN_KEYS = ("run_name", "ckpt_path")
+
+
+#: Model arguments set from the DataModule's attributes, where the model's class names the argument:
+#: target -> source attribute.
+DATA_LINKS = {"num_classes": "num_classes", "in_features": "num_features", "in_channels": "dims[0]"}
+
+
+def linked_arguments(model_class: type) -> dict[str, str]:
+    """The :data:`DATA_LINKS` whose target ``model_class`` names as an argument (not one its ``**kwargs``
+    would take): only these are set from the DataModule."""
+    parameters = inspect.signature(model_class).parameters
+    return {target: source for target, source in DATA_LINKS.items() if target in parameters}
 
 
 def class_of(class_path: str) -> type:
@@ -339,20 +353,38 @@ def saved_run(
     checkpoint: dict[str, Any], run_dir: Path | None = None, groups: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The run that wrote ``checkpoint``, as a config: the ``model`` and ``data`` configs
-    (``{class_path, init_args}``) that LightningCLI saved in its ``hyper_parameters`` and
-    ``datamodule_hyper_parameters`` (``_class_path`` plus the arguments), and the sections ``groups``
-    (the engine's callbacks: ``checkpoint``, ``health``, ...) of the ``config.yaml`` of ``run_dir``, the
-    run folder that holds it. A part the checkpoint has no class for (a class that does not call
-    ``save_hyperparameters``, as a DataModule written the way Lightning's docs write one) is taken from
-    that ``config.yaml`` too; without a run folder (e.g. a checkpoint of plain Lightning) it is absent."""
-    configs = {}
+    (``{class_path, init_args}``) and the sections ``groups`` (the engine's callbacks: ``checkpoint``,
+    ``health``, ...) of the ``config.yaml`` of ``run_dir``, the run folder that holds it, with the
+    ``hyper_parameters`` and ``datamodule_hyper_parameters`` that LightningCLI saved in the checkpoint
+    (``_class_path`` plus the arguments) over them: so a class that saves no hyperparameters (a DataModule
+    written the way Lightning's docs write one) or leaves some out (``save_hyperparameters(ignore=["net"])``)
+    is rebuilt from ``config.yaml``, and a checkpoint outside a run folder (e.g. moved) from its own.
+
+    A linked argument (:data:`DATA_LINKS`) that the model's class does not name, saved by an earlier
+    engine, is left out with a warning (the class never took it)."""
+    recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {} if run_dir is not None else {}
+    configs = {
+        name: recorded[name] for name in ("model", "data", *groups) if isinstance(recorded.get(name), dict)
+    }
     for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
         saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
-        if class_path := saved.pop("_class_path", None):
-            configs[name] = {"class_path": class_path, "init_args": saved}
-    if run_dir is not None:
-        recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-        for name in ("model", "data", *groups):
-            if name not in configs and isinstance(recorded.get(name), dict):
-                configs[name] = recorded[name]
+        if not (class_path := saved.pop("_class_path", None)):
+            continue
+        section = configs.get(name) or {}
+        init_args = dict(section.get("init_args") or {}) if section.get("class_path") == class_path else {}
+        configs[name] = {"class_path": class_path, "init_args": {**init_args, **saved}}
+    model = configs.get("model", {}).get("init_args", {})
+    if unknown := [
+        key
+        for key in DATA_LINKS
+        if key in model and key not in linked_arguments(class_of(configs["model"]["class_path"]))
+    ]:
+        rank_zero_warn(
+            f"the checkpoint's hyperparameters hold {', '.join(unknown)}, which "
+            f"{configs['model']['class_path']} does not take (an earlier runwright saved the DataModule's "
+            "value there): left out",
+            stacklevel=6,  # (LightningCLI's parsing: shown as one line, without a source line)
+        )
+        for key in unknown:
+            del model[key]
     return configs

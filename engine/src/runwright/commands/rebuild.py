@@ -31,7 +31,7 @@ def load_model(ckpt_path: str | Path, datamodule: LightningDataModule | None = N
             file was saved under another torch/Lightning major.minor version); the checkpoint names no
             model class and lies in no run folder.
     """
-    from ..cli import DATA_LINKS
+    from ..runs import DATA_LINKS
 
     checkpoint = load_checkpoint(ckpt_path)
     if "_class_path" in (checkpoint.get("hyper_parameters") or {}):
