@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from fixture_task import PlainClassifier, TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.demos.boring_classes import BoringModel
 from torch import Tensor
 from torch.utils.data import TensorDataset
 from torchmetrics import Metric
@@ -421,3 +422,10 @@ class KeywordsClassifier(PlainClassifier):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)
+
+
+class NoValidation(BoringModel):
+    """Lightning's ``BoringModel`` (its loaders on the model, bare tensor batches) without a
+    ``validation_step``."""
+
+    validation_step = LightningModule.validation_step

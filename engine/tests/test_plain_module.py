@@ -181,3 +181,39 @@ def test_without_a_monitor_best_is_the_latest_epoch_for_fit_and_test_alike(
     best = Path(line.rpartition(": ")[2])
     assert torch.load(best, weights_only=True)["epoch"] == 1
     assert Path(run_cli("test", "--ckpt_path=best").trainer.ckpt_path).resolve() == best.resolve()
+
+
+BORING = "lightning.pytorch.demos.boring_classes.BoringModel"
+
+
+def test_a_model_with_its_own_loaders_runs_every_command_without_a_datamodule(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lightning's ``BoringModel`` brings its loaders (bare tensor batches): ``--data=null`` and every
+    command runs on them, ``--ckpt_path`` rebuilding the run without a DataModule."""
+    fit = run_cli("fit", f"--model={BORING}", "--data=null", "--checkpoint.monitor=null")
+    assert fit.datamodule is None and (fit.run_dir / "checkpoints" / "best.ckpt").is_file()
+    assert run_cli("validate", "--ckpt_path=best").datamodule is None
+    assert run_cli("test", "--ckpt_path=best").datamodule is None
+    predict = run_cli("predict", "--ckpt_path=best", "--trainer.limit_predict_batches=2")
+    rows = (predict.run_dir / "predictions.csv").read_text().splitlines()
+    assert rows[0] == "index,pred_0,pred_1" and len(rows) == 1 + 2  # 2 batches of 1 sample
+
+
+def test_without_validation_best_is_the_latest_epoch_and_fit_says_so_in_one_line(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default monitor (a ``val...`` key) and a model without ``validation_step``: fit says at its
+    start, in one line, that ``best.ckpt`` is the latest epoch's, writes it, and ``test --ckpt_path best``
+    takes it."""
+    args = ["--model=helpers.NoValidation", "--data=null", "--trainer.max_epochs=2"]
+    code, out, err = run_main(["fit", *args, "--trainer.limit_train_batches=2"], capsys)
+    assert code == 0, err
+    assert (
+        "--checkpoint.monitor=val/acc: NoValidation has no validation loop, so best.ckpt is the latest "
+        "epoch's (set --checkpoint.monitor to a value training_step logs to choose by it)\n" in out
+    )
+    (line,) = [line for line in out.splitlines() if line.startswith("Best checkpoint")]
+    best = Path(line.rpartition(": ")[2])
+    assert torch.load(best, weights_only=True)["epoch"] == 1
+    assert Path(run_cli("test", "--ckpt_path=best").trainer.ckpt_path).resolve() == best.resolve()

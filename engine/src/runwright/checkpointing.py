@@ -13,6 +13,8 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import nn
 
 from . import private
@@ -63,6 +65,20 @@ class BestCheckpoint(RunCheckpoint):
         """The logged key of the best score, ``best/<monitor>`` (``None`` without a monitor)."""
         return None if self.monitor is None else f"{self.PREFIX}{self.monitor}"
 
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """In a ``fit`` without validation (no ``validation_step``, no val loader, or
+        ``limit_val_batches=0``) a ``val...`` monitor can never be logged: choose by none (``best.ckpt``
+        is then the latest epoch's) and say so in one line."""
+        super().setup(trainer, pl_module, stage)
+        if stage == "fit" and str(self.monitor).startswith("val") and not validates(trainer, pl_module):
+            rank_zero_only(print)(
+                f"--checkpoint.monitor={self.monitor}: {type(pl_module).__name__} has no validation loop, so "
+                "best.ckpt is the latest epoch's (set --checkpoint.monitor to a value training_step logs "
+                "to choose by it)",
+                flush=True,
+            )
+            self.monitor = None
+
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
         not logged yet, is checked at the first validation instead)."""
@@ -110,6 +126,17 @@ class BestCheckpoint(RunCheckpoint):
         if self.monitor is not None:
             option, off = f"--checkpoint.monitor={self.monitor}", "pass --checkpoint.monitor=null"
             check_logged(trainer, option, self.monitor, "--checkpoint.mode", off)
+
+
+def validates(trainer: Trainer, pl_module: LightningModule) -> bool:
+    """Whether ``fit`` runs validation: the module has a ``validation_step``, the DataModule (or, without
+    one, the module) a ``val_dataloader``, and ``limit_val_batches`` is not 0."""
+    loaders = getattr(trainer, "datamodule", None) or pl_module
+    return (
+        is_overridden("validation_step", pl_module)
+        and is_overridden("val_dataloader", loaders)
+        and trainer.limit_val_batches != 0
+    )
 
 
 def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: str) -> None:

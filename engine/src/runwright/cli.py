@@ -20,7 +20,7 @@ import lightning
 import yaml
 from jsonargparse import ActionConfigFile, Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_only
@@ -150,7 +150,7 @@ class ProjectCLI(LightningCLI):
             parser_kwargs["default_config_files"] = defaults
         for name in self.subcommands() if run else ():
             parser_kwargs[name] = {"default_config_files": defaults, "usage": f"{prog} {name} [options]"}
-        kwargs = {"model_class": LightningModule, "datamodule_class": LightningDataModule, **kwargs}
+        kwargs = {"model_class": LightningModule, "datamodule_class": None, **kwargs}  # (data optional)
         kwargs.update(subclass_mode_model=True, subclass_mode_data=True, auto_configure_optimizers=False)
         kwargs = {"save_config_callback": SaveConfig, "parser_class": Parser, **kwargs}
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}

@@ -363,9 +363,8 @@ def saved_run(
     A linked argument (:data:`DATA_LINKS`) that the model's class does not name, saved by an earlier
     engine, is left out with a warning (the class never took it)."""
     recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {} if run_dir is not None else {}
-    configs = {
-        name: recorded[name] for name in ("model", "data", *groups) if isinstance(recorded.get(name), dict)
-    }
+    # (data is None in a run without a DataModule: its loaders are the model's)
+    configs = {name: recorded[name] for name in ("model", "data", *groups) if name in recorded}
     for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):
         saved = {k: v for k, v in (checkpoint.get(key) or {}).items() if k != "_instantiator"}
         if not (class_path := saved.pop("_class_path", None)):
