@@ -16,7 +16,7 @@ from fixture_task import PlainClassifier, TinyClassifier, TinyImages
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.demos.boring_classes import BoringModel
 from torch import Tensor
-from torch.utils.data import TensorDataset
+from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import Metric
 
 from runwright import BaseDataModule, Transformed
@@ -429,3 +429,48 @@ class NoValidation(BoringModel):
     ``validation_step``."""
 
     validation_step = LightningModule.validation_step
+
+
+class KeywordInputs(LightningModule):
+    """A model of dict batches (``input_ids``, ``attention_mask``, ``labels``), as Lightning's text
+    tutorials write one: ``forward(input_ids, attention_mask)`` returns a dict; with ``example`` it sets
+    ``example_input_array`` to the keyword inputs (the engine cannot tell them from a dict batch)."""
+
+    def __init__(self, example: bool = False) -> None:
+        super().__init__()
+        self.embedding, self.out = torch.nn.Embedding(10, 4), torch.nn.Linear(4, 2)
+        if example:
+            ids, mask = torch.zeros(2, 6, dtype=torch.long), torch.ones(2, 6)
+            self.example_input_array = {"input_ids": ids, "attention_mask": mask}
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> dict[str, Tensor]:
+        return {"logits": self.out((self.embedding(input_ids) * attention_mask[..., None]).sum(1))}
+
+    def step(self, batch: dict[str, Tensor], name: str) -> Tensor:
+        loss = torch.nn.functional.cross_entropy(
+            self(batch["input_ids"], batch["attention_mask"])["logits"], batch["labels"]
+        )
+        self.log(name, loss)
+        return loss
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return self.step(batch, "train_loss")
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self.step(batch, "val_loss")
+
+    def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        self.step(batch, "test_loss")
+
+    def loader(self) -> DataLoader[Any]:
+        generator = torch.Generator().manual_seed(0)
+        ids = torch.randint(0, 10, (20, 6), generator=generator)
+        items = [
+            {"input_ids": i, "attention_mask": torch.ones(6), "labels": n % 2} for n, i in enumerate(ids)
+        ]
+        return DataLoader(items, batch_size=5)  # type: ignore[arg-type]
+
+    train_dataloader = val_dataloader = test_dataloader = loader
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -21,9 +21,11 @@ import pytest
 import requests  # noqa: F401
 import sklearn  # noqa: F401
 import torch
+from lightning.pytorch import LightningModule
 
 from runwright import cli
 from runwright.cli import ProjectCLI, kept_environ  # noqa: F401 (re-exported for the tests)
+from runwright.commands.rebuild import RebuildCLI
 from runwright.project import config_files
 from runwright.runs import RUN_DIR_ENV
 from runwright.testing import FAST
@@ -63,6 +65,18 @@ def main(args: Sequence[str] | None = None) -> None:
 def project_cli(args: Sequence[str], **kwargs: Any) -> ProjectCLI:
     """``ProjectCLI(args=..., package="fixture_task", **kwargs)``."""
     return ProjectCLI(args=list(args), package=PACKAGE, **kwargs)
+
+
+def rebuilt(ckpt: str | Path, *args: str) -> RebuildCLI:
+    """The run of ``ckpt`` as ``export`` and ``report`` rebuild it (the model with its weights, in eval
+    mode; the test data set up), in-process."""
+    with RebuildCLI(args=["--ckpt_path", str(ckpt), *args], run=False, package=PACKAGE) as cli:
+        return cli
+
+
+def checkpoint_model(ckpt: str | Path) -> LightningModule:
+    """The model of ``ckpt``, as every command that reads a run rebuilds it (:func:`rebuilt`)."""
+    return rebuilt(ckpt).model
 
 
 def run_module(

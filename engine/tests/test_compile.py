@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 import torch
 from fixture_task import PlainClassifier, TinyClassifier
-from support import PLAIN_DATA, PLAIN_MODEL, every_step, main, metric_rows
+from support import PLAIN_DATA, PLAIN_MODEL, checkpoint_model, every_step, main, metric_rows
 from torch import Tensor
-
-from runwright.commands.rebuild import load_model
 
 COMPILE = "--compile.enabled=true"
 CHEAP = [COMPILE, "--compile.backend=eager"]
@@ -54,7 +52,7 @@ def test_a_compiled_run_checkpoints_the_eager_keys_and_everything_loads_it_uncom
     best = compiled.run_dir / "checkpoints/best.ckpt"
     plain = TinyClassifier()
     plain.load_state_dict(compiled_ckpt["state_dict"])
-    model = load_model(best)
+    model = checkpoint_model(best)
     assert all(
         torch.equal(a, b) for a, b in zip(weights(model).values(), weights(plain).values(), strict=True)
     )

@@ -16,14 +16,16 @@ from support import (
     PLAIN_DATA,
     PLAIN_MODEL,
     RunCLI,
+    checkpoint_model,
     fit_with_batch_size_1,
     main,
     project_cli,
     quantized_export_line,
+    rebuilt,
+    run_main,
 )
 
-from runwright.commands import export
-from runwright.commands.rebuild import load_datamodule, load_model
+from runwright.commands import export, rebuild
 
 
 @pytest.fixture(scope="module")
@@ -52,24 +54,23 @@ def test_export_writes_a_model_that_matches_eager(
         graph = onnx.load(str(output)).graph
         assert [graph.input[0].name, graph.output[0].name] == ["images", "logits"]
     # Reload independently: the file must hold a model that classifies a real batch like the checkpoint.
-    datamodule = load_datamodule(trained_run / "config.yaml")
-    datamodule.setup("test")
-    images, _ = next(iter(datamodule.test_dataloader()))
-    expected = load_model(ckpt)(images[:5]).detach()
-    actual = export.run_exported(output, fmt, images[:5])
+    run = rebuilt(ckpt)
+    images, _ = next(iter(run.datamodule.test_dataloader()))
+    expected = run.model(images[:5]).detach()
+    (actual,) = export.run_exported(output, fmt, ((images[:5],), {}))
     assert actual.shape == (5, 4)
     torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
 
 
 def test_parity_check_fails_clearly_when_the_models_differ(trained_run: Path, tmp_path: Path) -> None:
-    model = load_model(trained_run / "checkpoints" / "best.ckpt")
-    batch = torch.randn(4, 1, 8, 8)
+    model = checkpoint_model(trained_run / "checkpoints" / "best.ckpt")
+    inputs = ((torch.randn(4, 1, 8, 8),), {})
     path = tmp_path / "model.pt2"
-    export.write_model(model, batch, "torch_export", path)
+    export.write_model(model, inputs, "torch_export", path)
     with torch.no_grad():
         model.head.bias.add_(1e-2)  # the eager model drifts away from what was exported
     with pytest.raises(export.ParityError, match=r"batch 4: max abs diff 0.01 > tolerance 0.0001"):
-        export.check_parity(path, "torch_export", model, batch, tolerance=1e-4)
+        export.check_parity(path, "torch_export", model, inputs, tolerance=1e-4)
 
 
 def test_quantized_export_prints_the_test_accuracy_before_and_after(
@@ -84,8 +85,8 @@ def test_quantized_export_prints_the_test_accuracy_before_and_after(
     assert all(0.0 <= float(value) <= 1.0 for value in match.groups())
     scripted = torch.jit.load(tmp_path / "q.pt")
     assert "quantized::linear_dynamic" in str(scripted.head.graph)  # int8 Linear, not fp32
-    model, datamodule = load_model(ckpt), load_datamodule(trained_run / "config.yaml")
-    datamodule.setup("test")
+    run = rebuilt(ckpt)
+    model, datamodule = run.model, run.datamodule
     right = total = 0
     with torch.no_grad():
         for images, labels in datamodule.test_dataloader():
@@ -139,9 +140,9 @@ def test_a_plain_lightning_module_exports_on_its_test_split_or_its_example_input
     capsys.readouterr()
     main(["export", f"--ckpt_path={ckpt}", "--format=torchscript", f"--output={workdir / 'plain.pt'}"])
     assert "batch 47:" in capsys.readouterr().out
-    model = load_model(ckpt)
-    batch = export.parity_batch(model, None)  # no DataModule: the example input
-    assert torch.equal(batch, model.example_input_array)
+    model = checkpoint_model(ckpt)
+    ((example,), _) = rebuild.model_inputs(model, None)  # no test batch: the example input
+    assert torch.equal(example, model.example_input_array)
 
 
 def test_main_help_lists_the_extra_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,8 +179,9 @@ def test_export_after_batch_size_1_has_a_dynamic_batch_axis(
     assert re.search(r"batch 47: [0-9.e+-]+, batch 1: [0-9.e+-]+\) <= tolerance", out), out
     images = torch.randn(5, 1, 8, 8)
     with torch.no_grad():
-        expected = load_model(run / "checkpoints" / "best.ckpt")(images)
-    torch.testing.assert_close(export.run_exported(output, fmt, images), expected, atol=1e-4, rtol=0)
+        expected = checkpoint_model(run / "checkpoints" / "best.ckpt")(images)
+    (actual,) = export.run_exported(output, fmt, ((images,), {}))
+    torch.testing.assert_close(actual, expected, atol=1e-4, rtol=0)
 
 
 def test_an_exporter_failure_is_one_error_line_naming_the_format(
@@ -198,3 +200,20 @@ def test_an_exporter_failure_is_one_error_line_naming_the_format(
         "RuntimeError: Unsupported operator aten::frobnicate"
     )
     assert "Traceback" not in err
+
+
+def test_keyword_inputs_export_with_their_example_and_without_one_stop_with_one_line(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Dict batches give the engine no input: one ``error:`` line naming ``example_input_array`` and no
+    export folder left; with a dict ``example_input_array`` (keyword inputs) every format exports, every
+    output of its dict checked at both batch sizes."""
+    args = ["--model=helpers.KeywordInputs", "--data=null", "--checkpoint.monitor=val_loss"]
+    run_cli("fit", *args)
+    code, _, err = run_main(["export", "--ckpt_path=best", "--format=torch_export"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "set self.example_input_array" in err, err
+    assert not list((workdir / "logs").glob("*_export"))
+    run_cli("fit", *args, "--model.example=true")
+    for fmt in ("onnx", "torch_export", "torchscript"):
+        code, out, err = run_main(["export", "--ckpt_path=best", f"--format={fmt}"], capsys)
+        assert code == 0 and "(batch 2: " in out and ", batch 1: " in out, err

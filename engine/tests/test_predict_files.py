@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from support import RunCLI, main
-
-from runwright.commands.rebuild import load_model
+from support import RunCLI, checkpoint_model, main
 
 QUIET = ["--trainer.logger=false"]
 
@@ -61,7 +59,7 @@ def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_re
     assert [float(row["prob"]) for row in rows] == pytest.approx(probs.max(dim=1).values.tolist())
     # each file reached the model as TinyImages.read_predict_inputs converts it (pixel / 255, resized to
     # 8x8), in the order of the files: the same probabilities as the model on those tensors
-    model = load_model(fit.run_dir / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
+    model = checkpoint_model(fit.run_dir / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
     images = torch.tensor(np.stack(pixels), dtype=torch.float32).unsqueeze(1) / 255
     with torch.no_grad():
         expected = torch.softmax(model(images), dim=-1)

@@ -14,10 +14,9 @@ import torch
 import torchmetrics
 import yaml
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
-from support import FAST, RunCLI, kept_environ, project_cli, run_dirs, run_main, run_module
+from support import FAST, RunCLI, checkpoint_model, kept_environ, project_cli, run_dirs, run_main, run_module
 
 from runwright import provenance
-from runwright.commands.rebuild import load_model
 
 GIT = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com"]
 
@@ -126,8 +125,8 @@ def test_a_checkpoint_saved_under_another_lightning_minor_version_warns_once(run
     same = _with_lightning_version(last, checkpoints / "same.ckpt", f"{major}.{minor}.99")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        load_model(second)
-        load_model(same)
+        checkpoint_model(second)
+        checkpoint_model(same)
     messages = [str(w.message) for w in caught if w.category is provenance.VersionChangeWarning]
     assert len(messages) == 1
     assert messages[0].startswith(f"checkpoint {str(second)!r} was saved under lightning {other} (now ")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from support import FAST, PLAIN_DATA, PLAIN_MODEL, RunCLI, main
+from support import FAST, PACKAGE, PLAIN_DATA, PLAIN_MODEL, RunCLI, main
 
 from runwright.commands import report
 
@@ -37,7 +37,7 @@ def test_report_reads_metrics_and_rejects_a_folder_without_them(
     rows = report.read_metrics(tmp_path / "metrics.csv")
     assert report.series(rows, "train/loss") == ([0.0, 1.0], [2.5, 2.0])
     assert report.series(rows, "val/loss") == ([1.0], [2.2])
-    written = report.write_report(tmp_path, tmp_path / "out")
+    written = report.write_report(tmp_path, tmp_path / "out", PACKAGE)
     assert set(written) == {"loss"}  # no acc/lr/memory columns and no checkpoint: skipped, said so
     assert "skipped confusion_matrix.png" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:

@@ -14,7 +14,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning
 import yaml
@@ -76,6 +76,7 @@ from .runs import (
     wandb_id_of,
 )
 
+CLI = TypeVar("CLI", bound="ProjectCLI")
 #: LightningCLI's subcommands and the Trainer method arguments each takes from the parsed config.
 ALL_SUBCOMMANDS = LightningCLI.subcommands()
 #: The Trainer-method arguments that LightningCLI's subcommands add and a run's ``config.yaml`` holds
@@ -126,8 +127,12 @@ class ProjectCLI(LightningCLI):
     (exit code 2 from :func:`main`) and leaves no new run folder behind.
     """
 
-    #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands).
-    run_label = "run"
+    #: Run folder suffix when there is no subcommand (``run=False``, e.g. the tuning commands); ``None``:
+    #: no run folder and no logger (a finished run rebuilt, :func:`~runwright.commands.rebuild.rebuilt`).
+    run_label: str | None = "run"
+    #: Whether this CLI without a subcommand rebuilds the run of ``--ckpt_path`` (which a tuner or a sweep,
+    #: given a config that names one, ignores).
+    rebuilds = False
     #: This run's folder (set when the classes are built).
     run_dir: Path
     #: Whether this command created the logs folder (removed again with a discarded new run).
@@ -225,7 +230,7 @@ class ProjectCLI(LightningCLI):
         the trainer and the data with it, and fail under DDP (``cannot pickle '_thread.lock'``)."""
         return self
 
-    def __enter__(self) -> ProjectCLI:
+    def __enter__(self: CLI) -> CLI:
         """``with ProjectCLI(args, run=False, package=...) as cli: cli.trainer.fit(...)``."""
         return self
 
@@ -292,7 +297,7 @@ class ProjectCLI(LightningCLI):
         config = self._config()
         apply_renamed(config)
         try:
-            if self.running and config.get("ckpt_path") is not None:
+            if (self.running or self.rebuilds) and config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 rank_zero_only(print)(f"--ckpt_path: {path}")
@@ -324,15 +329,18 @@ class ProjectCLI(LightningCLI):
         folder), then check the run (:func:`~runwright.checks.check_run`). A class that rejects its
         arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
         config = self._config()
-        self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (discarded with a bad run)
-        self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
         run_config = self.config.clone()
         run = self._config(run_config)
-        run.trainer.default_root_dir = str(self.run_dir)
-        wandb_id = wandb_id_of(self.run_dir) if self.continued else None
-        run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
-        for callback in (run.checkpoint, run.last_checkpoint):
-            callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
+        if self.run_label is None:  # a finished run rebuilt (commands.rebuild): no folder, no logger
+            run.trainer.logger = False
+        else:
+            self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
+            self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
+            run.trainer.default_root_dir = str(self.run_dir)
+            wandb_id = wandb_id_of(self.run_dir) if self.continued else None
+            run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
+            for callback in (run.checkpoint, run.last_checkpoint):
+                callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
         parser = private.subcommand_parser(self) or self.parser
         for target, source in (
             linked_arguments(class_of(run.model.class_path)).items() if run.get("data") else ()
@@ -375,7 +383,7 @@ class ProjectCLI(LightningCLI):
             "callbacks", [AverageFromTrainedWeights(), EarlyStoppingMonitorCheck(), *shown, *extra]
         )
         trainer = super().instantiate_trainer(**kwargs)
-        self.metrics_csv = metrics_csv(trainer, self.run_dir)
+        self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(
                 callback_states=self.subcommand in (None, "fit")

@@ -1,18 +1,21 @@
-"""``python -m <package> export``: write a trained model for inference, then check it against eager
-PyTorch.
+"""``python -m <package> export --ckpt_path ...``: write a trained model for inference, then check it
+against eager PyTorch.
 
-Formats, traced on at least 2 samples with a dynamic batch axis: ``onnx`` (``model.onnx``, torch's dynamo
-exporter; needs the engine's ``export`` extra, ``pip install 'runwright[export]'``), ``torch_export``
-(``model.pt2``), ``torchscript`` (``model.torchscript.pt``, traced; deprecated by PyTorch). Parity check:
-the exported and the eager model run on up to 64 samples of the run's test split (the data of its
-``config.yaml``) and on 1; a max absolute difference above ``--tolerance`` (default 1e-4, for fp32), or a
-failing exporter, is one ``error:`` line and exit code 1. ``--quantize dynamic``: int8 dynamic
-quantization of the ``nn.Linear`` layers (CPU, TorchScript only), printing the test metric before and
-after.
+The run is rebuilt as ``test`` builds it (:class:`~runwright.commands.rebuild.RebuildCLI`: ``--config``
+and overrides work as for every command). Formats, traced on at least 2 samples with a dynamic batch axis:
+``onnx`` (``model.onnx``, torch's dynamo exporter; needs the engine's ``export`` extra, ``pip install
+'runwright[export]'``), ``torch_export`` (``model.pt2``), ``torchscript`` (``model.torchscript.pt``,
+traced; deprecated by PyTorch). The inputs: up to 64 samples of the run's test split, or the model's
+``example_input_array`` (:func:`~runwright.commands.rebuild.model_inputs`). Parity check: the exported and
+the eager model run on them and on their first sample; a max absolute difference above ``--tolerance``
+(default 1e-4, for fp32), or a failing exporter, is one ``error:`` line and exit code 1. ``--quantize
+dynamic``: int8 dynamic quantization of the ``nn.Linear`` layers (CPU, TorchScript only), printing the
+test metric before and after.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import shutil
 import warnings
@@ -20,15 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from jsonargparse import ArgumentParser
 from jsonargparse.typing import PositiveFloat
-from lightning.pytorch.utilities.model_helpers import is_overridden
+from lightning.pytorch.cli import LightningArgumentParser
 
-from ..errors import ProjectError, first_line
+from ..errors import ConfigError, ProjectError, first_line
 from ..project import DISTRIBUTION, missing_modules
 from ..provenance import collect, write_provenance
-from ..runs import add_run_folder_arguments, create_run_dir, resolve_checkpoint, run_dir_of, write_atomically
+from ..runs import write_atomically
 from . import rebuild
+from .rebuild import Inputs
 
 FILENAMES = {"onnx": "model.onnx", "torchscript": "model.torchscript.pt", "torch_export": "model.pt2"}
 
@@ -41,29 +44,51 @@ class ExportError(ProjectError):
     """An exporter (ONNX, ``torch.export``, TorchScript) failed on the model (exit code 1)."""
 
 
-def write_model(model: Any, batch: torch.Tensor, fmt: str, path: Path) -> None:
+def input_names(model: Any, inputs: Inputs) -> list[str]:
+    """The ONNX input names: the model's ``export_names[0]`` for one input (default ``inputs``), else the
+    keywords, or ``forward``'s parameter names for positional inputs."""
+    args, kwargs = inputs
+    if kwargs:
+        return list(kwargs)
+    if len(args) == 1:
+        return [getattr(model, "export_names", ("inputs",))[0]]
+    return list(inspect.signature(model.forward).parameters)[: len(args)]
+
+
+def write_model(model: Any, inputs: Inputs, fmt: str, path: Path) -> None:
     """Export ``model`` (a LightningModule in eval mode) to ``path`` as ``fmt``, traced on two samples of
-    ``batch`` ``[B, ...]`` (the one sample twice when ``B == 1``) with a dynamic batch axis. ONNX input
-    and output are named by the model's ``export_names``; from 1.5 GiB its weights go to ``path.data``.
-    A file that cannot be written whole is not left behind (the file at ``path`` before stays, except
-    for ONNX).
+    ``inputs`` (the one sample twice when there is one) with a dynamic batch axis (dim 0 of every tensor).
+    ONNX inputs and outputs are named by :func:`input_names` and ``export_names[1]`` (default
+    ``outputs``, for one output); from 1.5 GiB its weights go to ``path.data``. A file that cannot be
+    written whole is not left behind (the file at ``path`` before stays, except for ONNX).
 
     Raises:
         ExportError: the exporter failed (the message names the format and the exporter's error).
         OSError: ``path`` cannot be written.
     """
-    inputs, outputs = getattr(model, "export_names", ("inputs", "outputs"))
-    onnx = {"input_names": [inputs], "output_names": [outputs], "external_data": False, "verbose": False}
+    doubled = [
+        torch.cat([v, v])[:2] if isinstance(v, torch.Tensor) else v for v in (*inputs[0], *inputs[1].values())
+    ]
+    args, kwargs = (
+        tuple(doubled[: len(inputs[0])]),
+        dict(zip(inputs[1], doubled[len(inputs[0]) :], strict=True)),
+    )
+    axis = {0: torch.export.Dim.DYNAMIC}
+    dynamic: Any = {k: axis for k in kwargs} if kwargs else tuple(axis for _ in args)
     try:
-        example, dynamic = torch.cat([batch, batch])[:2], ({0: torch.export.Dim.DYNAMIC},)
         if fmt == "onnx":  # (in place: a large model's weights go to a file named after it)
-            model.to_onnx(path, (example,), dynamo=True, dynamic_shapes=dynamic, **onnx)
+            names = {"input_names": input_names(model, inputs), "external_data": False, "verbose": False}
+            outputs = getattr(model, "export_names", ("inputs", "outputs"))[1:]
+            model.to_onnx(
+                path, args, dynamo=True, kwargs=kwargs, dynamic_shapes=dynamic, output_names=outputs, **names
+            )
         elif fmt == "torch_export":
-            program, buffer = torch.export.export(model, (example,), dynamic_shapes=dynamic), io.BytesIO()
+            program, buffer = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic), io.BytesIO()
             torch.export.save(program, buffer)  # (into a file, a failed write aborts the process)
             write_atomically(path, lambda temporary: temporary.write_bytes(buffer.getvalue()))
         else:
-            trace = {"method": "trace", "example_inputs": example}
+            trace: dict[str, Any] = {"method": "trace", "example_inputs": args or None, "strict": False}
+            trace |= {"example_kwarg_inputs": kwargs} if kwargs else {}
             write_atomically(path, lambda temporary: model.to_torchscript(temporary, **trace))
     except OSError as error:  # the file cannot be written (a full disk): cli.main names it
         for partial in (path, path.with_name(f"{path.name}.data")) if fmt == "onnx" else ():
@@ -75,55 +100,80 @@ def write_model(model: Any, batch: torch.Tensor, fmt: str, path: Path) -> None:
         raise ExportError(f"--format {fmt}: {failed}") from error
 
 
-def run_exported(path: Path, fmt: str, inputs: torch.Tensor) -> torch.Tensor:
-    """Load the exported file ``path`` and return its outputs on ``inputs`` as a float32 tensor."""
+def run_exported(path: Path, fmt: str, inputs: Inputs) -> list[torch.Tensor]:
+    """Load the exported file ``path`` and return its outputs on ``inputs``, as float32 tensors in order."""
+    args, kwargs = inputs
     if fmt == "onnx":
         import onnxruntime
 
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        return torch.from_numpy(session.run(None, {session.get_inputs()[0].name: inputs.numpy()})[0]).float()
+        given = dict(zip((i.name for i in session.get_inputs()), args, strict=False)) | kwargs
+        outputs = session.run(None, {name: value.numpy() for name, value in given.items()})
+        return [torch.from_numpy(output).float() for output in outputs]
     module = torch.export.load(path).module() if fmt == "torch_export" else torch.jit.load(path)
-    return module(inputs).float()
+    return [output.float() for output in rebuild.tensors(module(*args, **kwargs))]
 
 
 @torch.no_grad()
-def check_parity(path: Path, fmt: str, eager: Any, batch: torch.Tensor, tolerance: float) -> dict[int, float]:
-    """Compare the exported model with ``eager`` on ``batch`` ``[B, ...]`` and on ``batch[:1]`` (two
-    batch sizes check the dynamic batch axis); returns ``{batch_size: max |exported - eager|}``.
+def check_parity(path: Path, fmt: str, eager: Any, inputs: Inputs, tolerance: float) -> dict[int, float]:
+    """Compare the exported model with ``eager`` on ``inputs`` and on their first sample (two batch sizes
+    check the dynamic batch axis), every output; returns ``{batch_size: max |exported - eager|}``.
 
     Raises:
         ParityError: a difference exceeds ``tolerance`` or is NaN (another output shape: infinite).
     """
     diffs: dict[int, float] = {}
-    for n in (len(batch), 1):
-        out, ref = run_exported(path, fmt, batch[:n]), eager(batch[:n]).float()
-        diffs[n] = diff = float((out - ref).abs().max()) if out.shape == ref.shape else float("inf")
+    for n in (rebuild.batch_size(inputs), 1):
+        part = rebuild.first(inputs, n)
+        out, ref = run_exported(path, fmt, part), rebuild.tensors(eager(*part[0], **part[1]))
+        shapes = len(out) == len(ref) and all(o.shape == r.shape for o, r in zip(out, ref, strict=False))
+        diffs[n] = diff = (
+            max(float((o - r.float()).abs().max()) for o, r in zip(out, ref, strict=True))
+            if shapes
+            else float("inf")
+        )
         if not diff <= tolerance:
             raise ParityError(f"{fmt} vs eager, batch {n}: max abs diff {diff:.3g} > tolerance {tolerance:g}")
     return diffs
 
 
-def test_metric(model: Any, datamodule: Any) -> tuple[str, float]:
+def test_metric(model: Any, source: Any) -> tuple[str, float]:
     """The quantization check's metric of ``model`` on the whole test split: ``("accuracy", share 0..1)``
     of ``[N, K]`` outputs for class-index targets, else ``("MAE", ...)`` of ``[N]`` outputs, in the
     target's original units when the model has ``to_original_units`` (a regressor)."""
-    outputs, targets = rebuild.predict_test_split(model, datamodule)
+    outputs, targets = rebuild.predict_test_split(model, source)
     if not targets.dtype.is_floating_point:
         return "accuracy", float((outputs.argmax(-1) == targets).float().mean())
     units = getattr(model, "to_original_units", lambda values: values)
     return "MAE", float((units(outputs.reshape(targets.shape)) - units(targets)).abs().mean())
 
 
-def parity_batch(model: Any, datamodule: Any) -> torch.Tensor:
-    """The inputs to trace and check the export on, ``[B, ...]``: the first 64 samples of the
-    DataModule's test split (one batch of its loader's ``collate_fn``, whatever the run's ``batch_size``),
-    or, without a ``test_dataloader``, the model's ``example_input_array``."""
-    if not is_overridden("test_dataloader", datamodule):
-        return model.example_input_array
-    datamodule.setup("test")
-    loader = datamodule.test_dataloader()
-    batch = next(iter(torch.utils.data.DataLoader(loader.dataset, 64, collate_fn=loader.collate_fn)))
-    return rebuild.split_batch(model, batch)[0]
+class ExportCLI(rebuild.RebuildCLI):
+    """The rebuilt run of ``--ckpt_path`` with the export's options, in a run folder of its own (unless
+    ``--output``)."""
+
+    run_label: str | None = "export"
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """Add ``--format``, ``--quantize``, ``--tolerance`` and ``--output``."""
+        super().add_arguments_to_parser(parser)
+        parser.add_argument("--format", type=Literal["onnx", "torchscript", "torch_export"], default="onnx")
+        parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
+        parser.add_argument("--tolerance", type=PositiveFloat, default=1e-4)
+        parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Refuse options that cannot work before anything is built; with ``--output``, no run folder."""
+        super().parse_arguments(parser, args)
+        config = self.config
+        if config.quantize and config.format != "torchscript":
+            parser.error(
+                f"--quantize needs TorchScript, not --format={config.format}; use --format torchscript"
+            )
+        if config.format == "onnx" and (missing := missing_modules("export")):
+            parser.error(f"--format onnx needs {', '.join(missing)}: pip install '{DISTRIBUTION}[export]'")
+        if config.output:
+            self.run_label = None
 
 
 def main(args: list[str], package: str) -> None:
@@ -131,48 +181,42 @@ def main(args: list[str], package: str) -> None:
     :class:`~runwright.errors.CheckpointError`); :class:`ExportError`, :class:`ParityError` or an
     ``OSError`` (a file that cannot be written) on failure (one ``error:`` line from ``cli.main``). The
     export's run folder is removed on any failure but a :class:`ParityError`."""
-    parser = ArgumentParser(prog=f"python -m {package} export", description=__doc__)
-    parser.add_argument("--ckpt_path", type=str, required=True, help="File, or best/last (newest run).")
-    parser.add_argument("--format", type=Literal["onnx", "torchscript", "torch_export"], default="onnx")
-    parser.add_argument("--quantize", type=Literal["dynamic"] | None, help="int8 Linear layers (CPU).")
-    parser.add_argument("--tolerance", type=PositiveFloat, default=1e-4)
-    parser.add_argument("--output", type=Path | None, help="Output file (default: in a new run folder).")
-    parser.add_argument("--config", type=Path | None, help="Run config.yaml (default: the checkpoint's).")
-    add_run_folder_arguments(parser)
-    cfg = parser.parse_args(args[1:])
-    if cfg.quantize and cfg.format != "torchscript":
-        parser.error(f"--quantize needs TorchScript, not --format={cfg.format}; use --format torchscript")
-    if cfg.format == "onnx" and (missing := missing_modules("export")):
-        parser.error(f"--format onnx needs {', '.join(missing)}: pip install '{DISTRIBUTION}[export]'")
-    if cfg.config and not cfg.config.is_file():
-        parser.error(f"--config={str(cfg.config)!r}: no such file")
-    ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir)
-    if not (config := cfg.config or ((run := run_dir_of(ckpt)) and run / "config.yaml")):
-        parser.error(f"{ckpt} is not inside a run folder (next to its config.yaml): pass --config PATH")
-    datamodule = rebuild.load_datamodule(config)
-    model = rebuild.load_model(ckpt, datamodule)
-    batch = parity_batch(model, datamodule)
-    if cfg.output:
-        cfg.output.parent.mkdir(parents=True, exist_ok=True)
-    output = cfg.output or create_run_dir(cfg.logs_dir, "export", cfg.run_name) / FILENAMES[cfg.format]
-    try:
-        if not cfg.output:  # a run folder of its own: the provenance of the export next to the model
-            write_provenance(output.parent, collect(package=package, checkpoint=str(ckpt.resolve())))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
-            if cfg.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
-                name, fp32 = test_metric(model, datamodule)
-                model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-                int8 = test_metric(model, datamodule)[1]
-                print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
-            write_model(model, batch, cfg.format, output)
-            diffs = check_parity(output, cfg.format, model, batch, cfg.tolerance)
-    except ParityError:  # the model is written whole: there to look at
-        raise
-    except BaseException:  # no half-made run folder
-        if not cfg.output:
-            shutil.rmtree(output.parent, ignore_errors=True)
-        raise
+    prog = f"python -m {package} export"
+    usage = {"prog": prog, "usage": f"{prog} --ckpt_path CKPT [options]", "description": __doc__}
+    with ExportCLI(args=args[1:], run=False, package=package, parser_kwargs=usage) as cli:
+        model, config = cli.model, cli.config
+        output = config.output or cli.run_dir / FILENAMES[config.format]
+        output.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            inputs = rebuild.model_inputs(model, rebuild.first_test_batch(cli.data_source))
+            if not config.output:  # a run folder of its own: the provenance of the export next to the model
+                write_provenance(
+                    output.parent, collect(package=package, checkpoint=str(Path(config.ckpt_path).resolve()))
+                )
+            with warnings.catch_warnings():
+                warnings.simplefilter(
+                    "ignore"
+                )  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
+                if config.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
+                    try:
+                        name, fp32 = test_metric(model, cli.data_source)
+                    except ConfigError as error:
+                        raise ConfigError(
+                            f"--quantize reports the test metric before and after: {error}"
+                        ) from None
+                    model = torch.ao.quantization.quantize_dynamic(
+                        model, {torch.nn.Linear}, dtype=torch.qint8
+                    )
+                    int8 = test_metric(model, cli.data_source)[1]
+                    print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
+                write_model(model, inputs, config.format, output)
+                diffs = check_parity(output, config.format, model, inputs, config.tolerance)
+        except ParityError:  # the model is written whole: there to look at
+            raise
+        except BaseException:  # no half-made run folder
+            if not config.output:
+                shutil.rmtree(output.parent, ignore_errors=True)
+            raise
     checked = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in diffs.items())
-    print(f"Parity check passed: max abs diff vs eager ({checked}) <= tolerance {cfg.tolerance:g}")
+    print(f"Parity check passed: max abs diff vs eager ({checked}) <= tolerance {config.tolerance:g}")
     print(f"Exported model: {output} ({output.stat().st_size / 2**20:.2f} MiB)")

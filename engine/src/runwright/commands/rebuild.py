@@ -1,99 +1,154 @@
-"""A finished run rebuilt outside the Trainer, for the commands that read a run (``export``, ``report``):
-its model from a checkpoint, its data from its ``config.yaml``, and the model's outputs on the test split."""
+"""A finished run rebuilt as every command builds it (``--ckpt_path``: the run's classes, arguments, links,
+engine settings and checks), for the commands that read a run (``export``, ``report``): its model with the
+checkpoint's weights, its test data prepared, and the model's inputs and outputs on it."""
 
 from __future__ import annotations
 
-import inspect
-import warnings
-from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
-from jsonargparse import ArgumentParser
 from lightning.pytorch import LightningDataModule, LightningModule
+from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
-from ..checkpointing import load_checkpoint
-from ..errors import CheckpointError, ConfigError
-from ..runs import class_of, run_dir_of, saved_run
+from ..cli import ProjectCLI
+from ..errors import ConfigError
+
+#: A model's inputs: positional and keyword tensors (or nested structures of them).
+Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 
-def load_model(ckpt_path: str | Path, datamodule: LightningDataModule | None = None) -> LightningModule:
-    """The model of a checkpoint, in eval mode on the CPU, read with ``weights_only=True``: built from the
-    ``_class_path`` and init arguments in its ``hyper_parameters`` (LightningCLI's, for a model that calls
-    ``save_hyperparameters``), else from the ``model`` section of its run's ``config.yaml`` with the
-    arguments linked from ``datamodule`` (``num_classes``, ...: :data:`~runwright.cli.DATA_LINKS`).
+class RebuildCLI(ProjectCLI):
+    """``ProjectCLI`` without a subcommand for the run of ``--ckpt_path`` (required): built as ``test``
+    builds it, then the model gets the checkpoint's weights (its ``on_load_checkpoint``, then its
+    ``state_dict``, so a weight-averaged run's averages) in eval mode on the CPU, and the DataModule
+    (without one, the model) runs ``prepare_data`` and ``setup("test")``. No run folder and no logger,
+    unless a subclass names its folder (:attr:`run_label`). Use it as a context manager."""
 
-    Raises:
-        CheckpointError: see :func:`~runwright.checkpointing.load_checkpoint` (which also warns when the
-            file was saved under another torch/Lightning major.minor version); the checkpoint names no
-            model class and lies in no run folder.
-    """
-    from ..runs import DATA_LINKS
+    run_label: str | None = None
+    rebuilds = True
 
-    checkpoint = load_checkpoint(ckpt_path)
-    if "_class_path" in (checkpoint.get("hyper_parameters") or {}):
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Attribute .* is an instance of `nn.Module`")
-            return LightningModule.load_from_checkpoint(
-                ckpt_path, map_location="cpu", weights_only=True
-            ).eval()
-    config = saved_run(checkpoint, run_dir_of(ckpt_path)).get("model")
-    if config is None:
-        raise CheckpointError(
-            f"checkpoint {str(ckpt_path)!r} names no model class (its model saves no hyperparameters) and "
-            "is not inside a run folder with a config.yaml: use a checkpoint of a run"
-        )
-    init_args = dict(config.get("init_args") or {})
-    for target, source in DATA_LINKS.items():  # as the CLI links them when it builds the run
-        attribute, first = source.removesuffix("[0]"), source.endswith("[0]")
-        if target in inspect.signature(class_of(config["class_path"])).parameters and hasattr(
-            datamodule, attribute
-        ):
-            value = getattr(datamodule, attribute)
-            init_args[target] = int(value[0]) if first else value
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(LightningModule, "model", required=True, fail_untyped=False)
-    model: LightningModule = parser.instantiate(
-        parser.parse_object({"model": {**config, "init_args": init_args}})
-    ).model
-    model.load_state_dict(checkpoint["state_dict"])
-    return model.eval()
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        """Parse, and refuse a missing ``--ckpt_path``."""
+        super().parse_arguments(parser, args)
+        if self.checkpoint is None:
+            parser.error("--ckpt_path is required: a checkpoint file, or best/last of the newest run")
+
+    def after_instantiate_classes(self) -> None:
+        """Load the weights and prepare the test data."""
+        super().after_instantiate_classes()
+        assert self.checkpoint is not None
+        self.model.on_load_checkpoint(self.checkpoint)
+        self.model.load_state_dict(self.checkpoint["state_dict"])
+        self.model.eval()
+        self.data_source.prepare_data()
+        self.data_source.setup("test")
+
+    @property
+    def data_source(self) -> LightningDataModule | LightningModule:
+        """What holds the loaders: the DataModule, or without one the model."""
+        return self.datamodule or self.model
 
 
-def load_datamodule(config_path: str | Path) -> LightningDataModule:
-    """The ``data`` section (``class_path`` + ``init_args``) of a run's ``config.yaml``, instantiated.
-
-    Raises:
-        ConfigError: the file has no ``data`` section.
-    """
-    if not isinstance(data := (yaml.safe_load(Path(config_path).read_text()) or {}).get("data"), dict):
-        raise ConfigError(f"{config_path}: no 'data' section (class_path, init_args) to build the data from")
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_subclass_arguments(LightningDataModule, "data", required=True, fail_untyped=False)
-    return parser.instantiate(parser.parse_object({"data": data})).data
+def test_loader(source: LightningDataModule | LightningModule) -> Any | None:
+    """The (first) test loader of ``source``; ``None`` without a ``test_dataloader``."""
+    if not is_overridden("test_dataloader", source):
+        return None
+    loaders = source.test_dataloader()
+    loaders = list(loaders.values()) if isinstance(loaders, dict) else loaders
+    return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
 
-def split_batch(model: Any, batch: Any) -> tuple[Any, Tensor]:
+def first_test_batch(source: LightningDataModule | LightningModule, size: int = 64) -> Any | None:
+    """The first ``size`` samples of the (first) test loader of ``source``, collated by that loader (one
+    batch whatever the run's ``batch_size``); ``None`` without a ``test_dataloader``."""
+    if (loader := test_loader(source)) is None:
+        return None
+    again = torch.utils.data.DataLoader(loader.dataset, size, collate_fn=loader.collate_fn)
+    return next(iter(again), None)
+
+
+def split_batch(model: Any, batch: Any) -> tuple[Any, Tensor] | None:
     """``(inputs, target)`` of a batch: the model's own ``split_batch`` (:class:`~runwright.BaseModule`'s),
-    else ``(batch[0], batch[1])`` (a batch ``(inputs, target, ...)``)."""
-    return model.split_batch(batch) if hasattr(model, "split_batch") else (batch[0], batch[1])
+    else a tuple or list of two tensors ``(x, y)``; ``None`` for another kind of batch (a dict, a bare
+    tensor, ``(a, b, y)``: which are inputs the engine cannot tell)."""
+    if hasattr(model, "split_batch"):
+        return model.split_batch(batch)
+    if isinstance(batch, (list, tuple)) and len(batch) == 2 and all(isinstance(b, Tensor) for b in batch):
+        return batch[0], batch[1]
+    return None
+
+
+def as_inputs(value: Any) -> Inputs:
+    """``example_input_array`` as Lightning reads it: a tuple or list holds positional inputs, a dict
+    keyword inputs, anything else is the one input."""
+    if isinstance(value, dict):
+        return (), dict(value)
+    return (tuple(value) if isinstance(value, (list, tuple)) else (value,)), {}
+
+
+def model_inputs(model: LightningModule, batch: Any) -> Inputs:
+    """The inputs to run ``model`` on: real test inputs (the inputs of ``batch``, when it is an ``(x, y)``
+    batch or a bare tensor) when the model has no ``example_input_array`` or they are of its shape, else
+    its ``example_input_array`` (Lightning's convention, what ``LightningModule.to_onnx`` traces).
+
+    Raises:
+        ConfigError: neither gives an input (e.g. dict batches and no ``example_input_array``).
+    """
+    split = split_batch(model, batch) if batch is not None else None
+    real = split[0] if split is not None else batch if isinstance(batch, Tensor) else None
+    example = model.example_input_array
+    if real is not None and (example is None or (isinstance(example, Tensor) and _same_shape(real, example))):
+        return as_inputs(real)
+    if example is None:
+        raise ConfigError(
+            f"{type(model).__name__}: the engine cannot tell its inputs from the test batches; set "
+            "self.example_input_array in its __init__ (a tensor, a tuple of positional inputs or a dict "
+            "of keyword inputs, batch first), as Lightning's to_onnx needs"
+        )
+    return as_inputs(example)
+
+
+def _same_shape(real: Any, example: Tensor) -> bool:
+    return isinstance(real, Tensor) and real.shape[1:] == example.shape[1:]
+
+
+def first(inputs: Inputs, n: int) -> Inputs:
+    """The first ``n`` samples (along dim 0) of every tensor of ``inputs``."""
+    args, kwargs = inputs
+    cut = [value[:n] if isinstance(value, Tensor) else value for value in (*args, *kwargs.values())]
+    return tuple(cut[: len(args)]), dict(zip(kwargs, cut[len(args) :], strict=True))
+
+
+def batch_size(inputs: Inputs) -> int:
+    """The batch size of ``inputs``: dim 0 of its first tensor."""
+    return next(len(value) for value in (*inputs[0], *inputs[1].values()) if isinstance(value, Tensor))
+
+
+def tensors(value: Any) -> list[Tensor]:
+    """The tensors of an output (a tensor, or nested tuples, lists and dicts of them), in order."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [t for item in value for t in tensors(item)] if isinstance(value, (list, tuple)) else []
 
 
 @torch.no_grad()
-def predict_test_split(model: torch.nn.Module, datamodule: LightningDataModule) -> tuple[Tensor, Tensor]:
-    """Run ``model`` over the whole test split; return ``(outputs [N, ...] float32, targets [N])``.
+def predict_test_split(model: Any, source: LightningDataModule | LightningModule) -> tuple[Tensor, Tensor]:
+    """Run ``model`` over the whole (first) test split of ``source``; ``(outputs [N, ...] float32,
+    targets [N])``.
 
     Raises:
-        ConfigError: the DataModule has no ``test_dataloader``.
+        ConfigError: no ``test_dataloader``, or its batches are not ``(inputs, target)``.
     """
-    if not is_overridden("test_dataloader", datamodule):
-        raise ConfigError(f"{type(datamodule).__name__} has no test_dataloader: no test split to run on")
-    datamodule.setup("test")
+    if (loader := test_loader(source)) is None:
+        raise ConfigError(f"{type(source).__name__} has no test_dataloader: no test split to run on")
     outputs, targets = [], []
-    for inputs, target in (split_batch(model, batch) for batch in datamodule.test_dataloader()):
-        outputs.append(model(inputs).float())
-        targets.append(target)
+    for batch in loader:
+        if (split := split_batch(model, batch)) is None:
+            raise ConfigError(f"{type(model).__name__}'s test batches are not (inputs, target) batches")
+        outputs.append(model(split[0]).float())
+        targets.append(split[1])
     return torch.cat(outputs), torch.cat(targets)

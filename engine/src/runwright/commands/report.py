@@ -16,19 +16,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jsonargparse import ArgumentParser
+from jsonargparse import ArgumentError, ArgumentParser
 from matplotlib.figure import Figure
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from ..errors import ConfigError, ProjectError
+from ..errors import ConfigError, ProjectError, first_line
 from ..provenance import PROVENANCE_FILE, read_provenance, summary
 from ..runs import best_checkpoint_of, resolve_checkpoint, write_atomically
 from . import rebuild
 
 #: Size of every figure in pixels, and its dots per inch.
 WIDTH, HEIGHT, DPI = 640, 480, 100
-#: Plot name -> the ``metrics.csv`` keys it draws (``train_loss`` and the like: a plain LightningModule's).
-PLOTS = {"loss": "*[/_]loss", "accuracy": "*[/_]acc", "lr": "train/lr", "memory": "memory/*"}
+#: Plot name -> the ``metrics.csv`` keys it draws (any key holding ``loss``: ``train/loss``, ``val_loss``,
+#: Lightning's ``train_loss_epoch``; ``acc`` likewise).
+PLOTS = {"loss": "*loss*", "accuracy": "*acc*", "lr": "train/lr", "memory": "memory/*"}
 
 
 def read_metrics(path: Path) -> list[dict[str, float]]:
@@ -50,7 +51,7 @@ def new_figure() -> tuple[Any, Any]:
     return figure, figure.subplots()
 
 
-def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[str, Path]:
+def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = None) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``, each :data:`PLOTS` entry against the
     optimizer step, and the confusion matrix of ``ckpt`` (default: the run's best checkpoint, the one its
     ``last.ckpt`` records) on the test split of the run's ``config.yaml``. Returns ``{plot name: path}``;
@@ -70,15 +71,14 @@ def write_report(run_dir: Path, output: Path, ckpt: Path | None = None) -> dict[
             written.setdefault(name, output / f"{name}.png"), functools.partial(figure.savefig, format="png")
         )
     try:
-        datamodule = rebuild.load_datamodule(run_dir / "config.yaml")
-        model = rebuild.load_model(
-            ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt"), datamodule
-        )
-        logits, targets = rebuild.predict_test_split(model, datamodule)
+        ckpt = ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt")
+        args, parser = ["--ckpt_path", str(ckpt)], {"exit_on_error": False}
+        with rebuild.RebuildCLI(args=args, run=False, package=package, parser_kwargs=parser) as cli:
+            logits, targets = rebuild.predict_test_split(cli.model, cli.data_source)
         if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
             raise ConfigError("the model is not a classifier (needs [N, K] logits and class targets)")
-    except (ProjectError, FileNotFoundError) as error:
-        print(f"skipped confusion_matrix.png: {error}")
+    except (ProjectError, ArgumentError, FileNotFoundError) as error:
+        print(f"skipped confusion_matrix.png (a classifier's of (x, y) batches): {first_line(error)}")
         return written
     matrix, (figure, axes) = MulticlassConfusionMatrix(logits.shape[1]), new_figure()
     matrix.plot(matrix(logits, targets), ax=axes)  # rows: true class, columns: predicted class
@@ -110,5 +110,5 @@ def main(args: list[str], package: str) -> None:
     ckpt = resolve_checkpoint(cfg.ckpt_path, cfg.logs_dir) if cfg.ckpt_path else None
     if facts := read_provenance(run_dir):
         print(f"provenance: {summary(facts)} (--print_provenance shows all)")
-    for path in write_report(run_dir, cfg.output or run_dir / "report", ckpt).values():
+    for path in write_report(run_dir, cfg.output or run_dir / "report", package, ckpt).values():
         print(f"wrote {path}")
