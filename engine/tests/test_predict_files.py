@@ -13,6 +13,8 @@ import torch
 from PIL import Image
 from support import RunCLI, checkpoint_model, main
 
+from runwright.errors import ConfigError
+
 QUIET = ["--trainer.logger=false"]
 
 
@@ -115,3 +117,24 @@ def test_inputs_that_cannot_be_predicted_are_one_error_line(
     (line,) = [line for line in err.splitlines() if line.startswith("error: ")]
     assert named in line
     assert "Traceback" not in err
+
+
+def test_each_sample_of_a_batchs_output_is_a_row_whatever_predict_step_returns() -> None:
+    """A tensor ``[B]`` or ``[B, K]``, a tuple or dict of them, or a list of B values: a row per sample; a
+    value that is not one per sample is one error line."""
+    from runwright.callbacks.prediction_writer import sample_rows
+
+    logits = torch.tensor([[0.5, 1.5], [2.0, 3.0]])
+    assert sample_rows(logits) == [{"pred_0": 0.5, "pred_1": 1.5}, {"pred_0": 2.0, "pred_1": 3.0}]
+    assert sample_rows((torch.tensor([1, 2]), logits[:, 0])) == [
+        {"pred_0": 1, "pred_1": 0.5},
+        {"pred_0": 2, "pred_1": 2.0},
+    ]
+    assert sample_rows({"label": ["cat", "dog"], "score": torch.tensor([0.25, 0.75])}) == [
+        {"label": "cat", "score": 0.25},
+        {"label": "dog", "score": 0.75},
+    ]
+    with pytest.raises(ConfigError, match=r"returned pred=Tensor .* not a value per sample"):
+        sample_rows(torch.tensor(0.5))
+    with pytest.raises(ConfigError, match=r"outputs of different lengths \[2, 3\]"):
+        sample_rows({"a": torch.zeros(2), "b": [1, 2, 3]})

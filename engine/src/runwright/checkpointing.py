@@ -81,8 +81,9 @@ class BestCheckpoint(RunCheckpoint):
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
-        not logged yet, is checked at the first validation instead)."""
-        if str(self.monitor).startswith("val"):
+        not logged yet, is checked at the first validation instead; so is any with several validation
+        loaders, of whose sanity check Lightning keeps no values)."""
+        if str(self.monitor).startswith("val") and len(trainer.num_sanity_val_batches) < 2:
             self.check_monitor_logged(trainer)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -161,10 +162,11 @@ def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: st
 
 
 class EarlyStoppingMonitorCheck(Callback):
-    """Stop at the sanity check (or, without one, at the first validation) when an ``EarlyStopping`` of
-    ``trainer.callbacks`` (``strict``, the default) monitors a ``val...`` value that validation did not
-    log: one ``ConfigError`` line naming the callback, the closest logged key and the logged keys, as for
-    ``--checkpoint.monitor``. Lightning would raise a ``RuntimeError`` after a whole epoch of training.
+    """Stop at the sanity check (without one, or with several validation loaders, at the first
+    validation) when an ``EarlyStopping`` of ``trainer.callbacks`` (``strict``, the default) monitors a
+    ``val...`` value that validation did not log: one ``ConfigError`` line naming the callback, the
+    closest logged key and the logged keys, as for ``--checkpoint.monitor``. Lightning would raise a
+    ``RuntimeError`` after a whole epoch of training.
 
     Must come before the ``EarlyStopping`` callbacks in ``trainer.callbacks`` (the CLI puts it first)."""
 
@@ -181,7 +183,8 @@ class EarlyStoppingMonitorCheck(Callback):
                 check_logged(trainer, option, callback.monitor, "EarlyStopping's mode", "remove it")
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._check(trainer)
+        if len(trainer.num_sanity_val_batches) < 2:  # (else Lightning keeps no values of it)
+            self._check(trainer)
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not trainer.sanity_checking and not self.checked:

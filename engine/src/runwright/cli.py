@@ -376,7 +376,8 @@ class ProjectCLI(LightningCLI):
         shown = console_callbacks(trainer_config, callbacks)
         if any(isinstance(callback, ModelSummary) for callback in shown):
             kwargs["enable_model_summary"] = False  # one is there: Lightning would say it skips its own
-        extra = [Provenance(self.package), DistributedEvaluation()]
+        sharding = trainer_config.get("use_distributed_sampler") is not False
+        extra = [Provenance(self.package), DistributedEvaluation(sharding)]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
         kwargs.setdefault(

@@ -39,7 +39,8 @@ NO_ACTION_MODULES = r"torchdata\.stateful_dataloader\.stateful_dataloader$"
 #: share (or a continued run's) not empty, and LightningCLI's note on the ``args`` the extra commands pass.
 NO_ACTION = (
     "Experiment logs directory .* exists and is not empty|Checkpoint directory .* exists and is not empty|"
-    "The dirpath has changed from|LightningCLI's args parameter is intended to run from within"
+    "The dirpath has changed from|LightningCLI's args parameter is intended to run from within|"
+    "Couldn't infer the batch indices fetched"  # (an IterableDataset's: the writer counts them itself)
 )
 
 

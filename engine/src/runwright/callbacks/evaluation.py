@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 from typing import Any
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -15,16 +16,19 @@ from ..errors import ConfigError
 from ..private import synced_logs
 
 #: The DataLoader arguments a rebuilt loader takes over from the original: all but the sampling ones.
-SAMPLING = ("dataset", "shuffle", "sampler", "batch_sampler")
+SAMPLING = ("dataset", "shuffle", "sampler", "batch_sampler", "batch_size", "drop_last")
 LOADER_SETTINGS = [name for name in inspect.signature(DataLoader).parameters if name not in SAMPLING]
 
 
 class DistributedEvaluation(Callback):
-    """Give the DataModule's val, test and predict DataLoaders Lightning's ``UnrepeatedDistributedSampler``
-    under DDP (several processes), so every sample counts once and the synced metrics equal a single
-    process's: each process takes every ``world_size``-th sample (the processes may differ by one), where
-    Lightning's ``DistributedSampler`` pads them to equal sizes by repeating samples. Loaders that bring a
-    ``DistributedSampler`` or iterate an ``IterableDataset``, and single-process runs, are left as they are.
+    """Give the val, test and predict DataLoaders (the DataModule's, or without one the model's) Lightning's
+    ``UnrepeatedDistributedSampler`` under DDP (several processes), so every sample counts once and the
+    synced metrics equal a single process's: each process takes every ``world_size``-th sample (the
+    processes may differ by one), where Lightning's ``DistributedSampler`` pads them to equal sizes by
+    repeating samples. An ``IterableDataset`` is split the same way, by the order it yields
+    (:class:`EveryNth`; a dataset that yields each process's share itself: ``--trainer.use_distributed_
+    sampler=false``, which leaves every loader to you, as in Lightning). Loaders that bring a
+    ``DistributedSampler``, and single-process runs, are left as they are.
 
     Raises:
         ConfigError: a split has fewer samples than there are processes; or, after the first val/test
@@ -32,16 +36,17 @@ class DistributedEvaluation(Callback):
             divide evenly over the processes (their mean would be wrong, a value synced every step hangs).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled  # (Lightning's use_distributed_sampler)
         self.uneven: dict[str, int] = {}  # split -> its size, for splits of unequal shards
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Wrap the DataModule's loader methods (several processes only)."""
-        datamodule = getattr(trainer, "datamodule", None)
-        if trainer.world_size < 2 or datamodule is None or not trainer.distributed_sampler_kwargs:
+        """Wrap the loader methods of the DataModule (or the model) (several processes only)."""
+        source = getattr(trainer, "datamodule", None) or pl_module
+        if not self.enabled or trainer.world_size < 2 or not trainer.distributed_sampler_kwargs:
             return
         for split in ("val", "test", "predict"):
-            method = getattr(datamodule, f"{split}_dataloader")
+            method = getattr(source, f"{split}_dataloader")
             if not hasattr(method, "unrepeated"):  # not wrapped by an earlier setup
 
                 @functools.wraps(method)
@@ -49,10 +54,16 @@ class DistributedEvaluation(Callback):
                     return apply_to_collection(method(), DataLoader, self._unrepeated, trainer, split)
 
                 wrapped.unrepeated = True  # type: ignore[attr-defined]
-                setattr(datamodule, f"{split}_dataloader", wrapped)
+                setattr(source, f"{split}_dataloader", wrapped)
 
     def _unrepeated(self, loader: DataLoader, trainer: Trainer, split: str) -> DataLoader:
-        if isinstance(loader.dataset, IterableDataset) or isinstance(loader.sampler, DistributedSampler):
+        settings = {name: getattr(loader, name) for name in LOADER_SETTINGS}
+        if isinstance(loader.dataset, IterableDataset):
+            if isinstance(loader.dataset, EveryNth):
+                return loader
+            shard = EveryNth(loader.dataset, trainer.global_rank, trainer.world_size)
+            return type(loader)(shard, batch_size=loader.batch_size, drop_last=loader.drop_last, **settings)
+        if isinstance(loader.sampler, DistributedSampler):
             return loader
         if (size := len(loader.dataset)) < trainer.world_size:  # type: ignore[arg-type]
             raise ConfigError(
@@ -65,7 +76,6 @@ class DistributedEvaluation(Callback):
         sampler = UnrepeatedDistributedSampler(
             loader.dataset, shuffle=shuffle, **(trainer.distributed_sampler_kwargs or {})
         )
-        settings = {name: getattr(loader, name) for name in LOADER_SETTINGS}
         return type(loader)(loader.dataset, sampler=sampler, **settings)
 
     def on_validation_batch_end(
@@ -84,3 +94,13 @@ class DistributedEvaluation(Callback):
             )
 
     on_test_batch_end = on_validation_batch_end  # type: ignore[assignment]
+
+
+class EveryNth(IterableDataset):
+    """The items ``rank``, ``rank + world_size``, ... of an ``IterableDataset``: one process's share."""
+
+    def __init__(self, dataset: IterableDataset, rank: int, world_size: int) -> None:
+        self.dataset, self.rank, self.world_size = dataset, rank, world_size
+
+    def __iter__(self) -> Any:
+        return itertools.islice(iter(self.dataset), self.rank, None, self.world_size)
