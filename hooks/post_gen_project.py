@@ -420,7 +420,7 @@ def rewrite_makefile(text: str, copy: bool) -> str:
     engine copied in (not ``copy``), without the switches that check one (``ENGINE``)."""
     text = sub_once(text, r" \$\(NOT_GENERATED\)(?= )", "", "Makefile")
     if not copy:
-        text = sub_once(text, r" \$\(wildcard engine/pyproject\.toml\)$", "", "Makefile")
+        text = sub_once(text, r"(?<=engine\.txt) \$\(wildcard engine/pyproject\.toml\)$", "", "Makefile")
         text = sub_once(text, r"^# An engine copied into this repo .*\nENGINE := .*\n", "", "Makefile")
         text = sub_once(text, r"^\t\$\(if \$\(ENGINE\),.*\n", "", "Makefile", once=False)
     return text
