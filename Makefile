@@ -6,12 +6,13 @@ PY := $(VENV)/bin/python
 .PHONY: train test test-all lint typecheck unit unit-all clean constraints upgrade
 
 # Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml),
-# and the engine from where requirements/engine.txt says: the newest version that it and pyproject.toml's
-# range allow (`--upgrade runwright`: pip keeps an installed engine whose version is in the range).
+# and the engine from where requirements/engine.txt says: with --upgrade, the newest version that it and
+# pyproject.toml's range allow (pip keeps an installed engine whose version is in the range otherwise;
+# --upgrade touches only the requirements named here, the rest keeps the pins).
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/engine.txt $(wildcard engine/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c requirements/constraints.txt -r requirements/engine.txt -e ".[dev]" --upgrade runwright
+	$(PY) -m pip install --upgrade -c requirements/constraints.txt -r requirements/engine.txt -e ".[dev]"
 	touch $@
 
 ## Install again, the engine included: after pointing requirements/engine.txt at a newer engine or, from

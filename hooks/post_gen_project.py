@@ -231,11 +231,11 @@ def web_url(url: str) -> str | None:
 
 
 class EngineSource(NamedTuple):
-    """Where a generated repo installs the engine from: the line of ``requirements/engine.txt`` (empty:
-    an index serves it; with ``wheel``, the wheel that generation builds into :data:`WHEEL_FOLDER`), one
-    sentence for the README, and the address of the engine's folder for the Markdown links to its
-    manual and CHANGELOG: a web address, :data:`MANUAL_FOLDER` (a copy in the repo, relative to its
-    root) or ``None`` (the repo's own ``engine/``)."""
+    """Where a generated repo installs the engine from: the line of ``requirements/engine.txt`` (the bare
+    name when an index serves it; with ``wheel``, the wheel that generation builds into
+    :data:`WHEEL_FOLDER`), one sentence for the README, and the address of the engine's folder for the
+    Markdown links to its manual and CHANGELOG: a web address, :data:`MANUAL_FOLDER` (a copy in the repo,
+    relative to its root) or ``None`` (the repo's own ``engine/``)."""
 
     line: str
     where: str
@@ -272,13 +272,14 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
     generating machine. From a remote git URL (cookiecutter's clone, or cruft, which records the commit
     as ``_commit``), a direct reference to that URL at that commit, and the manual at its web address;
     from a local template, its engine built into a wheel and a copy of its manual. ``index``: a package
-    index serves it (the range in pyproject.toml). ``copy``: the repo's own ``engine/`` (editable).
-    Raises :class:`subprocess.CalledProcessError` when git cannot name the commit of a cloned template,
-    :class:`FileNotFoundError` when the template is not where :func:`template_root` looks."""
+    index serves it (the bare name: the range is pyproject.toml's). ``copy``: the repo's own
+    ``engine/`` (editable). Raises :class:`subprocess.CalledProcessError` when git cannot name the
+    commit of a cloned template, :class:`FileNotFoundError` when the template is not where
+    :func:`template_root` looks."""
     choice = answers["engine_source"]
     if choice == "index":
         index = f"a package index (pip's --index-url or --extra-index-url, e.g. your team's) serves {ENGINE}"
-        return EngineSource("", index, f"https://pypi.org/project/{ENGINE}/")
+        return EngineSource(ENGINE, index, f"https://pypi.org/project/{ENGINE}/")
     if choice == "copy":
         return EngineSource(
             f"-e ./{ENGINE_FOLDER}[test]", f"this repo's `{ENGINE_FOLDER}/`, yours to edit", None
@@ -372,13 +373,14 @@ def write_engine_requirement(root: Path, answers: Mapping[str, Any]) -> EngineSo
         shutil.rmtree(root / ENGINE_FOLDER / "benchmarks")
     else:
         shutil.rmtree(staged)
-    later = f" Once an index serves {ENGINE}, delete the line below." if source.line else ""
+    pinned = answers["engine_source"] == "template"
+    later = f" Once an index serves {ENGINE}, the line below can be `{ENGINE}`." if pinned else ""
     comment = (
         f"# Where the engine ({ENGINE}) comes from: {source.where}. `make` installs it with this repo\n"
         f"# (a path is relative to the repo's root); pyproject.toml gives its version range, and the README\n"
         f"# how to upgrade it.{later}\n"
     )
-    (root / "requirements" / "engine.txt").write_text(comment + (f"{source.line}\n" if source.line else ""))
+    (root / "requirements" / "engine.txt").write_text(f"{comment}{source.line}\n")
     return source
 
 

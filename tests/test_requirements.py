@@ -82,7 +82,7 @@ def test_the_project_depends_on_one_minor_release_of_the_engine_and_says_where_i
     lines = [
         line for line in (REQUIREMENTS / "engine.txt").read_text().splitlines() if not line.startswith("#")
     ]
-    assert len([line for line in lines if line.strip()]) <= 1, lines  # one source, or none (an index)
+    assert len([line for line in lines if line.strip()]) == 1, lines  # one source (`runwright`: an index)
 
 
 def test_constraints_pin_every_dependency_inside_its_range_and_not_the_package_itself() -> None:

@@ -428,7 +428,7 @@ def test_only_a_repo_with_the_engine_copied_in_checks_it_in_ci_and_make(copy: bo
     make = ["make", "--warn-undefined-variables", "-n", f"VENV={tmp_path / 'venv'}", "test-all"]
     dry = subprocess.run(make, cwd=tmp_path, capture_output=True, text=True, check=True)  # (prints only)
     assert "undefined" not in dry.stderr, dry.stderr
-    assert ("cd engine" in dry.stdout) == copy and "--upgrade runwright" in dry.stdout
+    assert ("cd engine" in dry.stdout) == copy and "pip install --upgrade -c" in dry.stdout
 
 
 @pytest.mark.parametrize(
@@ -508,7 +508,7 @@ def test_hooks_render_to_themselves_apart_from_the_context() -> None:
 @pytest.mark.parametrize(
     ("answers", "line", "docs"),
     [
-        ({"engine_source": "index"}, "", "https://pypi.org/project/runwright/"),
+        ({"engine_source": "index"}, "runwright", "https://pypi.org/project/runwright/"),
         ({"engine_source": "copy"}, "-e ./engine[test]", None),
         (
             {"_template": "gh:acme/template", "_commit": "0123456789abcdef"},
