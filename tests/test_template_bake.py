@@ -202,7 +202,11 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
         line for line in (repo / "requirements" / "engine.txt").read_text().splitlines() if line[:1] != "#"
     ]
     wheel = f"runwright-{ENGINE_VERSION}-py3-none-any.whl"  # (generated from this clone: its engine, built)
-    expected = {"template": [f"./requirements/{wheel}"], "index": ["runwright"], "copy": ["-e ./engine[test]"]}
+    expected = {
+        "template": [f"./requirements/{wheel}"],
+        "index": ["runwright"],
+        "copy": ["-e ./engine[test]"],
+    }
     assert source == expected[answers["engine_source"]]
     built = answers["engine_source"] == "template"
     assert [p.name for p in (repo / "requirements").glob("*.whl")] == ([wheel] if built else [])
