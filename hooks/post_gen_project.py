@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -376,11 +377,12 @@ def write_engine_requirement(root: Path, answers: Mapping[str, Any]) -> EngineSo
     pinned = answers["engine_source"] == "template"
     later = f" Once an index serves {ENGINE}, the line below can be `{ENGINE}`." if pinned else ""
     comment = (
-        f"# Where the engine ({ENGINE}) comes from: {source.where}. `make` installs it with this repo\n"
-        f"# (a path is relative to the repo's root); pyproject.toml gives its version range, and the README\n"
-        f"# how to upgrade it.{later}\n"
+        f"Where the engine ({ENGINE}) comes from: {source.where}. `make` installs it with this repo (a path "
+        f"is relative to the repo's root); pyproject.toml gives its version range, and the README how to "
+        f"upgrade it.{later}"
     )
-    (root / "requirements" / "engine.txt").write_text(f"{comment}{source.line}\n")
+    comment = textwrap.fill(comment, width=104, initial_indent="# ", subsequent_indent="# ")
+    (root / "requirements" / "engine.txt").write_text(f"{comment}\n{source.line}\n")
     return source
 
 
