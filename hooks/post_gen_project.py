@@ -291,8 +291,7 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
     template = expand_abbreviations(str(answers.get("_template", "")), BUILTIN_ABBREVIATIONS)
     commit = answers.get("_commit")
     root = template_root(answers)
-    remote = is_repo_url(template) and not pip_url(template).startswith("git+file:")
-    if remote:
+    if is_repo_url(template) and not pip_url(template).startswith("git+file:"):  # (a remote URL)
         if not commit:
             command = ["git", "-C", str(root or Path.cwd()), "rev-parse", "HEAD"]
             commit = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
@@ -326,7 +325,7 @@ def build_wheel(engine: Path, folder: Path) -> Path:
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     wheels = sorted(folder.glob(f"{ENGINE}-*.whl"))
     if result.returncode != 0 or len(wheels) != 1:
-        reason = ([*result.stderr.strip().splitlines(), "no wheel written"])[0]
+        reason = (result.stderr.strip().splitlines() or ["no wheel written"])[-1]
         raise EngineBuildError(
             f"building the engine's wheel with `python -m pip wheel` failed ({reason}): cookiecutter's "
             f"Python needs pip, and setuptools>=77 or an index to fetch it from; or answer "
@@ -485,7 +484,8 @@ def init_git(root: Path, author: str, email: str) -> None:
 def generate(root: Path, answers: Mapping[str, Any]) -> None:
     """Turn the copied reference project in ``root`` into the repo described by ``answers`` (whose
     choices cookiecutter has checked); from a git checkout of the template, only the files git tracks
-    (:func:`drop_untracked`). Raises :class:`TemplateDriftError` or :class:`OSError`."""
+    (:func:`drop_untracked`). Raises :class:`TemplateDriftError`, :class:`EngineBuildError` or
+    :class:`OSError`."""
     package = answers["package_name"]
     if (template := template_root(answers)) and (tracked := tracked_files(template)) is not None:
         drop_untracked(root, template, tracked)
