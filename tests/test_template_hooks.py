@@ -588,3 +588,14 @@ def test_lowest_pins_the_chosen_logger_and_the_engine_only_where_it_is_copied(lo
     assert "torch==2.6.0" in copied and pin in copied
     csv = post_gen.rewrite_lowest(text, {**answers, "logger": "csv", "engine_source": "index"})
     assert not any(line.startswith(("wandb", "tensorboard")) for line in csv.splitlines())
+
+
+def test_an_engine_that_cannot_be_built_stops_generation_naming_the_other_answers(tmp_path: Path) -> None:
+    """A local template's engine that pip cannot build into a wheel (here: no distribution in the
+    folder) is one error naming pip's last line and the answers that need no build."""
+    (tmp_path / "engine").mkdir()
+    with pytest.raises(
+        post_gen.EngineBuildError, match=r"\(ERROR: .*\): .*engine_source=index or engine_source=copy"
+    ):
+        post_gen.build_wheel(tmp_path / "engine", tmp_path / "requirements")
+    assert not list(tmp_path.rglob("*.whl"))
