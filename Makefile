@@ -3,15 +3,23 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: train test test-all lint typecheck unit unit-all clean constraints
+.PHONY: train test test-all lint typecheck unit unit-all clean constraints upgrade
 
 # Installs take the exact versions CI tested from requirements/constraints.txt (ranges: pyproject.toml),
-# and the engine from where requirements/engine.txt says.
+# and the engine from where requirements/engine.txt says: with --upgrade, the newest version that it and
+# pyproject.toml's range allow (pip keeps an installed engine whose version is in the range otherwise;
+# --upgrade touches only the requirements named here, the rest keeps the pins).
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/engine.txt $(wildcard engine/pyproject.toml)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -c requirements/constraints.txt -r requirements/engine.txt -e ".[dev]"
+	$(PY) -m pip install --upgrade -c requirements/constraints.txt -r requirements/engine.txt -e ".[dev]"
 	touch $@
+
+## Install again, the engine included: after pointing requirements/engine.txt at a newer engine or, from
+## an index, to take its newest version in pyproject.toml's range (make alone sees no file changed then).
+upgrade:
+	rm -f $(VENV)/.installed
+	$(MAKE) $(VENV)/.installed
 
 ## Train the default experiment, then test its best checkpoint.
 train: $(VENV)/.installed

@@ -16,15 +16,23 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
 OLD_PACKAGE = "project"
-#: Paths (relative to the repo root) that only the template has.
-TEMPLATE_ONLY_PATHS = ("tests/test_template_hooks.py", "tests/test_template_bake.py")
-#: Paths that only ``examples=full`` keeps: the template's benchmarks, the diabetes regression task and
-#: the torchvision DataModules with their configs and tests (``minimal`` keeps the digits classifier).
+#: Paths (relative to the repo root) that only the template has (the tests of its hooks and of the
+#: engine's benchmarks, which are in the engine's folder).
+TEMPLATE_ONLY_PATHS = (
+    "tests/test_template_hooks.py",
+    "tests/test_template_bake.py",
+    "tests/test_benchmarks.py",
+)
+#: Paths that only ``examples=full`` keeps: the example's benchmarks (its data loaders, the diabetes
+#: baseline), the diabetes regression task and the torchvision DataModules with their configs and tests
+#: (``minimal`` keeps the digits classifier).
 # fmt: off
 FULL_EXAMPLES_ONLY = (
     "benchmarks", "project/data/diabetes.py", "project/data/vision.py", "project/models/regressor.py",
@@ -32,7 +40,7 @@ FULL_EXAMPLES_ONLY = (
     "configs/experiment/fashion_mnist.yaml", "configs/data/fashion_mnist.yaml", "configs/model/resnet18.yaml",
     "configs/experiment/cifar10.yaml", "configs/data/cifar10.yaml", "configs/sweep",
     "tests/test_regression.py", "tests/test_vision_data.py", "tests/fake_datasets.py",
-    "tests/test_benchmarks.py", "tests/test_diabetes_tools.py", "tests/test_example_sweep.py",
+    "tests/test_diabetes_tools.py", "tests/test_example_sweep.py",
 )
 # fmt: on
 #: Files staged under another name (git refuses to read a ``.gitignore`` that is a symlink).
@@ -99,14 +107,14 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
     string = json.dumps  # a JSON string is a valid TOML basic string
     author, email = string(answers["author_name"]), string(answers["author_email"])
     license_name = string(answers["license"])
-    logger = LOGGER_DEPENDENCIES[answers["logger"]]
+    logger, extras = LOGGER_DEPENDENCIES[answers["logger"]], ENGINE_EXTRAS[answers["examples"]]
     rules = [
         (r'^license = ".*"\n', "" if answers["license"] == "none" else f"license = {license_name}\n"),
         (r'^name = "project"$', f"name = {string(answers['project_slug'])}"),
         (r"^description = .*$", f"description = {string(answers['description'])}"),
         (r"^authors = \[.*\]$", f"authors = [{{ name = {author}, email = {email} }}]"),
         (r'^requires-python = ".*"$', f'requires-python = ">={major}.{minor}"'),
-        (r'^    "runwright\[sweep,plots,export\]~=', f'    "{ENGINE}{ENGINE_EXTRAS[answers["examples"]]}~='),
+        (r'^    "runwright\[sweep,plots,export\](?=>=)', f'    "{ENGINE}{extras}'),
         (
             r'^    "wandb>=[\d.]+",  # the default logger\n',
             f'    "{logger}",  # the default logger\n' if logger else "",
@@ -114,7 +122,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^project = "project\.__main__:main"$', f'{package} = "{package}.__main__:main"'),
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
         (r'^project = (?=\["configs/)', f"{package} = "),
-        (r'^files = \["project", "hooks", "benchmarks"\]$', f"files = {string(mypy_files)}"),
+        (r'^files = \["project", "hooks", "benchmarks", "engine/.*\]$', f"files = {string(mypy_files)}"),
         (r"^ *# template-only\n(.*\n)*? *# /template-only\n", ""),
         (r'^    "generated_suite: .*\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
@@ -224,29 +232,55 @@ def web_url(url: str) -> str | None:
 
 
 class EngineSource(NamedTuple):
-    """Where a generated repo installs the engine from: the line of ``requirements/engine.txt`` (empty:
-    an index serves it), one sentence for the README, and the address of the engine's folder for the
-    README's links to its manual and CHANGELOG (``None``: the repo's own ``engine/``)."""
+    """Where a generated repo installs the engine from: the line of ``requirements/engine.txt`` (the bare
+    name when an index serves it; with ``wheel``, the wheel that generation builds into
+    :data:`WHEEL_FOLDER`), one sentence for the README, and the address of the engine's folder for the
+    Markdown links to its manual and CHANGELOG: a web address, :data:`MANUAL_FOLDER` (a copy in the repo,
+    relative to its root) or ``None`` (the repo's own ``engine/``)."""
 
     line: str
     where: str
     docs: str | None
+    wheel: bool = False
+
+
+#: Where generation from a local template (a clone, an unpacked archive, a ``file://`` URL) puts the
+#: engine: its wheel, named in ``requirements/engine.txt`` relative to the repo's root, and a copy of
+#: its manual and CHANGELOG (a path of the generating machine would be dead anywhere else).
+WHEEL_FOLDER, MANUAL_FOLDER = "requirements", "docs/runwright/"
+#: The files of the engine's manual that :data:`MANUAL_FOLDER` gets (its README links its CHANGELOG).
+MANUAL_FILES = ("README.md", "CHANGELOG.md")
+
+
+class EngineBuildError(RuntimeError):
+    """The engine's wheel could not be built (no pip, or no setuptools to build it with)."""
+
+
+def head_commit(folder: Path) -> str | None:
+    """The commit checked out in ``folder`` when it is the top of a git checkout, else ``None``."""
+    command = ["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"]
+    try:
+        top, commit = subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return None
+    return commit if Path(top).resolve() == folder.resolve() else None
 
 
 def engine_source(answers: Mapping[str, Any]) -> EngineSource:
     """Where the generated repo installs the engine from (:class:`EngineSource`), by ``engine_source``.
 
-    ``template``: the template's own source, pinned. Generated from a git URL (cookiecutter's clone, or
-    cruft, which records the commit as ``_commit``), a direct reference to that URL at the commit the
-    repo was generated from; from a local folder, a direct reference to its ``engine/`` folder.
-    ``index``: a package index serves it (``runwright~=X.Y`` from pyproject.toml). ``copy``: the repo's
-    own ``engine/`` (editable). Raises :class:`subprocess.CalledProcessError` when git cannot name the
+    ``template``: the template's own engine, pinned to the commit generated from, naming nothing of the
+    generating machine. From a remote git URL (cookiecutter's clone, or cruft, which records the commit
+    as ``_commit``), a direct reference to that URL at that commit, and the manual at its web address;
+    from a local template, its engine built into a wheel and a copy of its manual. ``index``: a package
+    index serves it (the bare name: the range is pyproject.toml's). ``copy``: the repo's own
+    ``engine/`` (editable). Raises :class:`subprocess.CalledProcessError` when git cannot name the
     commit of a cloned template, :class:`FileNotFoundError` when the template is not where
     :func:`template_root` looks."""
-    choice, subdirectory = answers["engine_source"], f"#subdirectory={ENGINE_FOLDER}"
+    choice = answers["engine_source"]
     if choice == "index":
         index = f"a package index (pip's --index-url or --extra-index-url, e.g. your team's) serves {ENGINE}"
-        return EngineSource("", index, f"https://pypi.org/project/{ENGINE}/")
+        return EngineSource(ENGINE, index, f"https://pypi.org/project/{ENGINE}/")
     if choice == "copy":
         return EngineSource(
             f"-e ./{ENGINE_FOLDER}[test]", f"this repo's `{ENGINE_FOLDER}/`, yours to edit", None
@@ -257,67 +291,97 @@ def engine_source(answers: Mapping[str, Any]) -> EngineSource:
     template = expand_abbreviations(str(answers.get("_template", "")), BUILTIN_ABBREVIATIONS)
     commit = answers.get("_commit")
     root = template_root(answers)
-    if is_repo_url(template):
-        folder = root or Path.cwd()
+    if is_repo_url(template) and not pip_url(template).startswith("git+file:"):  # (a remote URL)
         if not commit:
-            command = ["git", "-C", str(folder), "rev-parse", "HEAD"]
+            command = ["git", "-C", str(root or Path.cwd()), "rev-parse", "HEAD"]
             commit = subprocess.run(command, capture_output=True, text=True, check=True).stdout.strip()
         web = web_url(template)
-        docs = f"{web}/blob/{commit}/{ENGINE_FOLDER}/" if web else f"{(folder / ENGINE_FOLDER).as_uri()}/"
         return EngineSource(
-            f"{ENGINE} @ {pip_url(template)}@{commit}{subdirectory}",
+            f"{ENGINE} @ {pip_url(template)}@{commit}#subdirectory={ENGINE_FOLDER}",
             f"the git repository this repo was generated from, at that commit ({commit[:12]})",
-            docs,
+            f"{web}/blob/{commit}/{ENGINE_FOLDER}/" if web else MANUAL_FOLDER,
         )
-    folder = root or Path(template).expanduser().resolve()
-    docs = f"{(folder / ENGINE_FOLDER).as_uri()}/"
-    if commit:  # cruft: its clone of the local template, at a commit
-        return EngineSource(
-            f"{ENGINE} @ git+{folder.as_uri()}@{commit}{subdirectory}",
-            f"the template at {folder}, commit {commit[:12]}",
-            docs,
+    commit = commit or head_commit(root or Path(template).expanduser().resolve())
+    at = f"commit {commit[:12]}" if commit else "a copy outside git"
+    where = f"a wheel of the engine of the template this repo was generated from ({at}), in `{WHEEL_FOLDER}/`"
+    return EngineSource("", where, MANUAL_FOLDER, wheel=True)
+
+
+def build_wheel(engine: Path, folder: Path) -> Path:
+    """Build the wheel of the engine distribution in ``engine`` (a copy: a build writes next to its
+    sources) into ``folder`` with this interpreter's pip, its setuptools when new enough (else pip
+    fetches it); the same sources give the same bytes (``SOURCE_DATE_EPOCH``). Returns the wheel.
+
+    Raises:
+        EngineBuildError: pip failed, naming its last line and the other answers.
+    """
+    try:  # (the engine's build-system.requires: setuptools>=77)
+        isolated = int(metadata.version("setuptools").split(".")[0]) < 77
+    except (metadata.PackageNotFoundError, ValueError):
+        isolated = True
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder)]
+    command += [*([] if isolated else ["--no-build-isolation"]), str(engine)]
+    env = {**os.environ, "SOURCE_DATE_EPOCH": "315532800"}  # (1980-01-01, the earliest a zip holds)
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    wheels = sorted(folder.glob(f"{ENGINE}-*.whl"))
+    if result.returncode != 0 or len(wheels) != 1:
+        reason = (result.stderr.strip().splitlines() or ["no wheel written"])[-1]
+        raise EngineBuildError(
+            f"building the engine's wheel with `python -m pip wheel` failed ({reason}): cookiecutter's "
+            f"Python needs pip, and setuptools>=77 or an index to fetch it from; or answer "
+            f"engine_source=index or engine_source=copy"
         )
-    return EngineSource(
-        f"{ENGINE} @ {(folder / ENGINE_FOLDER).as_uri()}",
-        f"`{folder / ENGINE_FOLDER}` on this machine, the engine of the template this repo comes from",
-        docs,
-    )
+    return wheels[0]
 
 
 #: A Markdown link into the engine's folder (``engine/README.md#run-folders``, ``../engine/CHANGELOG.md``).
-ENGINE_LINK = re.compile(r"\]\((?:\.\./)*" + ENGINE_FOLDER + r"/([\w.-]+\.md)?(#[\w-]+)?\)")
+ENGINE_LINK = re.compile(r"\]\(((?:\.\./)*)" + ENGINE_FOLDER + r"/([\w.-]+\.md)?(#[\w-]+)?\)")
 
 
 def link_engine_docs(text: str, docs: str | None) -> str:
     """Point ``text``'s Markdown links into ``engine/`` at ``docs`` (:class:`EngineSource`): the same file
-    and anchor under a web or file address; a package index's page for all of them. ``None``: kept."""
+    and anchor under a web address or, relative as before, under a folder of the repo; a package index's
+    page for all of them. ``None``: kept."""
     if docs is None:
         return text
 
     def link(match: re.Match[str]) -> str:
+        up, file, anchor = match[1], match[2] or "", match[3] or ""
         if "pypi.org" in docs:
             return f"]({docs})"
-        return f"]({docs}{match[1] or ''}{match[2] or ''})"
+        return f"]({'' if '://' in docs else up}{docs}{file}{anchor})"
 
     return ENGINE_LINK.sub(link, text)
 
 
 def write_engine_requirement(root: Path, answers: Mapping[str, Any]) -> EngineSource:
-    """Write ``requirements/engine.txt`` (:func:`engine_source`); with ``engine_source=copy`` move the
-    template's engine into ``engine/``, else delete it. Returns where the engine comes from."""
+    """Write ``requirements/engine.txt`` (:func:`engine_source`), building the engine's wheel and copying
+    its manual where the source says; with ``engine_source=copy`` move the template's engine into
+    ``engine/`` (without its benchmarks, which run the template's reference project), else delete it.
+    Returns where the engine comes from. Raises :class:`EngineBuildError`."""
     source = engine_source(answers)
-    line, where = source.line, source.where
     staged = root / ENGINE_DIR
+    if source.wheel:
+        wheel = build_wheel(staged, root / WHEEL_FOLDER)
+        source = source._replace(line=f"./{WHEEL_FOLDER}/{wheel.name}")
+    if source.docs == MANUAL_FOLDER:
+        (root / MANUAL_FOLDER).mkdir(parents=True)
+        for name in MANUAL_FILES:
+            shutil.copyfile(staged / name, root / MANUAL_FOLDER / name)
     if answers["engine_source"] == "copy":
         staged.rename(root / ENGINE_FOLDER)
+        shutil.rmtree(root / ENGINE_FOLDER / "benchmarks")
     else:
         shutil.rmtree(staged)
-    later = f" Once an index serves {ENGINE}, delete the line below." if line else ""
+    pinned = answers["engine_source"] == "template"
+    later = f" Once an index serves {ENGINE}, the line below can be `{ENGINE}`." if pinned else ""
     comment = (
-        f"# Where the engine ({ENGINE}) comes from: {where}. `make` installs it with this repo;\n"
-        f"# pyproject.toml gives its version range.{later}\n"
+        f"Where the engine ({ENGINE}) comes from: {source.where}. `make` installs it with this repo (a path "
+        f"is relative to the repo's root); pyproject.toml gives its version range, and the README how to "
+        f"upgrade it.{later}"
     )
-    (root / "requirements" / "engine.txt").write_text(comment + (f"{line}\n" if line else ""))
+    comment = textwrap.fill(comment, width=104, initial_indent="# ", subsequent_indent="# ")
+    (root / "requirements" / "engine.txt").write_text(f"{comment}\n{source.line}\n")
     return source
 
 
@@ -338,13 +402,31 @@ def render_markdown(text: str, answers: Mapping[str, Any], removed_names: tuple[
     return "".join(row for row in lines if not (row[:1] == "|" and any(n in row for n in removed_names)))
 
 
-def rewrite_ci(text: str, oldest: str) -> str:
+def rewrite_ci(text: str, oldest: str, copy: bool) -> str:
     """Set the CI workflow's test matrix (``oldest`` up to :data:`NEWEST_PYTHON`) and single-version
-    jobs (``oldest``); GitHub ``${{ ... }}`` expressions stay."""
+    jobs (``oldest``); without an engine copied in (not ``copy``), drop the steps that check one (``if [
+    -d engine ]``). GitHub ``${{ ... }}`` expressions stay."""
     minor = int(oldest.split(".")[1])
     matrix = ", ".join(f'"3.{m}"' for m in range(minor, NEWEST_PYTHON[1] + 1))
     text = sub_once(text, r"(?<=python-version: )\[.*\]$", f"[{matrix}]", "ci.yml")
-    return sub_once(text, r'(?<=python-version: )"3\.\d+"$', f'"{oldest}"', "ci.yml", once=False)
+    text = sub_once(text, r'(?<=python-version: )"3\.\d+"$', f'"{oldest}"', "ci.yml", once=False)
+    if not copy:
+        step = r"^      - name: {}.*\n        run: if \[ -d engine \]; then cd engine && {}; fi\n"
+        text = sub_once(text, step.format("mypy of an engine copied", "mypy"), "", "ci.yml")
+        tests = step.format("The tests of an engine copied", r"python -m pytest") + r"        env:\n.*\n"
+        text = sub_once(text, tests, "", "ci.yml")
+    return text
+
+
+def rewrite_makefile(text: str, copy: bool) -> str:
+    """The Makefile without the template's own targets' variable (``$(NOT_GENERATED)``) and, without an
+    engine copied in (not ``copy``), without the switches that check one (``ENGINE``)."""
+    text = sub_once(text, r" \$\(NOT_GENERATED\)(?= )", "", "Makefile")
+    if not copy:
+        text = sub_once(text, r"(?<=engine\.txt) \$\(wildcard engine/pyproject\.toml\)$", "", "Makefile")
+        text = sub_once(text, r"^# An engine copied into this repo .*\nENGINE := .*\n", "", "Makefile")
+        text = sub_once(text, r"^\t\$\(if \$\(ENGINE\),.*\n", "", "Makefile", once=False)
+    return text
 
 
 def drop_imports(text: str, modules: set[str]) -> str:
@@ -402,7 +484,8 @@ def init_git(root: Path, author: str, email: str) -> None:
 def generate(root: Path, answers: Mapping[str, Any]) -> None:
     """Turn the copied reference project in ``root`` into the repo described by ``answers`` (whose
     choices cookiecutter has checked); from a git checkout of the template, only the files git tracks
-    (:func:`drop_untracked`). Raises :class:`TemplateDriftError` or :class:`OSError`."""
+    (:func:`drop_untracked`). Raises :class:`TemplateDriftError`, :class:`EngineBuildError` or
+    :class:`OSError`."""
     package = answers["package_name"]
     if (template := template_root(answers)) and (tracked := tracked_files(template)) is not None:
         drop_untracked(root, template, tracked)
@@ -411,7 +494,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
         (root / relative).unlink()
     for staged, name in STAGED_NAMES.items():
         (root / staged).rename(root / name)
-    engine = write_engine_requirement(root, answers)
+    engine, copy = write_engine_requirement(root, answers), answers["engine_source"] == "copy"
     for cache in [path for name in CACHE_DIRS for path in root.rglob(name)]:
         shutil.rmtree(cache, ignore_errors=True)
     if package != OLD_PACKAGE:
@@ -419,8 +502,9 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
     removed_names = tuple(rename_references(name, package) for name in removed)
     for path in sorted(root.rglob("*")):
         parts = path.relative_to(root).parts
-        skipped = {".git", LICENSES_DIR, ENGINE_FOLDER}  # (a copied engine is not renamed)
-        if skipped & set(parts) or path.name == "pyproject.toml" or not path.is_file():
+        skipped = {".git", LICENSES_DIR, ENGINE_FOLDER}  # (a copied engine and its manual are not renamed)
+        manual = path.is_relative_to(root / MANUAL_FOLDER)
+        if skipped & set(parts) or manual or path.name == "pyproject.toml" or not path.is_file():
             continue
         try:
             text = TEMPLATE_ONLY_BLOCK.sub("", rename_references(path.read_text(encoding="utf-8"), package))
@@ -430,6 +514,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
             text = link_engine_docs(render_markdown(text, answers, removed_names), engine.docs)
         path.write_text(text, encoding="utf-8")
     edit(root / "pyproject.toml", rewrite_pyproject, answers)
+    edit(root / "Makefile", rewrite_makefile, copy)
     edit(root / "requirements" / "lowest.txt", rewrite_lowest, answers)
     title = f"# {answers['project_name']}\n\n{answers['description']}"
     edit(root / "README.md", sub_once, r"\A# .*$", title, "README.md")
@@ -442,7 +527,7 @@ def generate(root: Path, answers: Mapping[str, Any]) -> None:
     edit(wandb, sub_once, r"^      project: project$", f"      project: {package}", "wandb.yaml")
     shutil.copyfile(wandb.with_name(f"{answers['logger']}.yaml"), root / package / "configs" / "logger.yaml")
     if answers["github_actions"]:  # (a bool: cookiecutter converts yes/no)
-        edit(root / ".github" / "workflows" / "ci.yml", rewrite_ci, str(answers["python_version"]))
+        edit(root / ".github" / "workflows" / "ci.yml", rewrite_ci, str(answers["python_version"]), copy)
     else:
         shutil.rmtree(root / ".github")
     if answers["license"] != "none":  # (the texts have [yyyy] and [name of copyright owner] to fill in)
@@ -460,7 +545,7 @@ def main(answers: Mapping[str, Any]) -> int:
     root = Path.cwd()
     try:
         generate(root, answers)
-    except (TemplateDriftError, OSError, subprocess.CalledProcessError) as error:
+    except (TemplateDriftError, EngineBuildError, OSError, subprocess.CalledProcessError) as error:
         details = getattr(error, "stderr", None) or ""
         print(f"ERROR: generating {root.name} failed: {error} {details}".rstrip(), file=sys.stderr)
         return 1

@@ -1,4 +1,9 @@
-"""The benchmark scripts still run, and their correctness checks can fail (no timing is asserted)."""
+"""The engine's benchmark scripts (``engine/benchmarks/``, run on this reference project) still run, and
+their correctness checks can fail (no timing is asserted).
+
+(Template-only: the post-gen hook deletes this file from generated repos, which have no engine
+benchmarks.)
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "engine" / "benchmarks" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # jsonargparse resolves class paths such as parity.SmallResNet

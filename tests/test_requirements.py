@@ -1,7 +1,8 @@
 """The pinned environments: ``requirements/constraints.txt`` (the exact versions CI installs) agrees
 with the ranges in ``pyproject.toml``, ``requirements/lowest.txt`` pins every direct dependency at its
-floor, which CI's ``lowest`` job installs, and ``requirements/engine.txt`` says where the engine comes
-from."""
+floor, which CI's ``lowest`` job installs, ``requirements/engine.txt`` says where the engine comes
+from, and the project accepts one minor release of the engine. No range or pin admits a release known
+to be malicious."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ tomllib = pytest.importorskip("tomllib")
 REQUIREMENTS = REPO_ROOT / "requirements"
 #: The engine's distribution: a dependency by version range, installed from requirements/engine.txt.
 ENGINE = "runwright"
+#: Releases that must never be installed, by distribution, and the advisory that names them.
+MALICIOUS = {
+    "lightning": ({"2.6.2", "2.6.3"}, "GHSA-w37p-236h-pfx3"),
+    "pytorch-lightning": ({"2.6.2", "2.6.3"}, "GHSA-w37p-236h-pfx3"),
+}
 
 
 def _project(path: Path) -> dict[str, Any]:
@@ -55,17 +61,28 @@ def _pins(path: Path) -> dict[str, str]:
     return pins
 
 
-def test_the_project_depends_on_the_engine_by_version_and_says_where_it_comes_from() -> None:
+def test_the_project_depends_on_one_minor_release_of_the_engine_and_says_where_it_comes_from() -> None:
+    """``runwright>=0.N.p,<0.N+1`` (``>=X.Y.Z,<X+1`` from 1.0 on): an upgrade to the next minor release,
+    which may rename an option, is a change of this range. Where the engine is kept in this repo, the
+    range starts at its version."""
     (engine,) = [
         r
         for r in map(Requirement, _project(REPO_ROOT / "pyproject.toml")["dependencies"])
         if r.name == ENGINE
     ]
-    assert str(engine.specifier).startswith("~=")
+    bounds = {spec.operator: Version(spec.version) for spec in engine.specifier}
+    assert set(bounds) == {">=", "<"} and len(engine.specifier) == 2, engine
+    lower = bounds[">="]
+    assert bounds["<"] == Version(f"0.{lower.minor + 1}" if lower.major == 0 else f"{lower.major + 1}"), (
+        engine
+    )
+    if (init := REPO_ROOT / "engine" / "src" / "runwright" / "__init__.py").is_file():
+        version = re.search(r'^__version__ = "(.+)"$', init.read_text(), re.M)
+        assert version and lower == Version(version[1]), f"{engine}: start the range at {version}"
     lines = [
         line for line in (REQUIREMENTS / "engine.txt").read_text().splitlines() if not line.startswith("#")
     ]
-    assert len([line for line in lines if line.strip()]) <= 1, lines  # one source, or none (an index)
+    assert len([line for line in lines if line.strip()]) == 1, lines  # one source (`runwright`: an index)
 
 
 def test_constraints_pin_every_dependency_inside_its_range_and_not_the_package_itself() -> None:
@@ -103,3 +120,43 @@ def test_lowest_pins_every_direct_dependency_at_its_floor_and_ci_installs_them()
     steps = yaml.safe_load(workflow.read_text())["jobs"]["lowest"]["steps"]
     commands = " ".join(str(step.get("run", "")) for step in steps)
     assert "-c requirements/lowest.txt" in commands and '-m "not slow"' in commands
+
+
+def test_every_range_and_pin_excludes_the_malicious_releases() -> None:
+    """Each requirement of pyproject.toml (and of an engine kept here) on a distribution in
+    :data:`MALICIOUS` excludes those releases and names the advisory on its line or the line above;
+    no requirements file pins one."""
+    for path in [REPO_ROOT / "pyproject.toml", REPO_ROOT / "engine" / "pyproject.toml"]:
+        if not path.is_file():
+            continue
+        table, lines = _project(path), path.read_text().splitlines()
+        texts = [
+            *table["dependencies"],
+            *(r for extra in table["optional-dependencies"].values() for r in extra),
+        ]
+        for text in texts:
+            requirement = Requirement(text)
+            if canonicalize_name(requirement.name) not in MALICIOUS:
+                continue
+            versions, advisory = MALICIOUS[canonicalize_name(requirement.name)]
+            assert not any(requirement.specifier.contains(v, prereleases=True) for v in versions), text
+            number = next(n for n, line in enumerate(lines) if f'"{text}"' in line)
+            assert advisory in lines[number] + lines[number - 1], f"{path.name}: name {advisory} by {text}"
+    for path in REQUIREMENTS.glob("*.txt"):
+        if path.name == "engine.txt":
+            continue
+        for name, version in _pins(path).items():
+            assert version not in MALICIOUS.get(name, (set(), ""))[0], f"{path.name} pins {name}=={version}"
+
+
+def test_the_engine_s_changelog_has_a_section_for_its_version_and_none_unreleased() -> None:
+    """Every change of the engine lands with a version of its own: the CHANGELOG's sections are versions,
+    newest first, the first one ``runwright.__version__``."""
+    changelog = REPO_ROOT / "engine" / "CHANGELOG.md"
+    if not changelog.is_file():
+        pytest.skip("no engine in this repo")
+    headings = re.findall(r"(?m)^## (.+)$", changelog.read_text())
+    versions = [Version(heading) for heading in headings]  # (an "Unreleased" section fails here)
+    assert versions == sorted(versions, reverse=True) and len(set(versions)) == len(versions), headings
+    init = (REPO_ROOT / "engine" / "src" / "runwright" / "__init__.py").read_text()
+    assert f'__version__ = "{versions[0]}"' in init

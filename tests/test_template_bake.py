@@ -23,11 +23,13 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from runwright import __version__ as ENGINE_VERSION
 from support import FAST, REPO_ROOT
 from test_template_hooks import UNTRACKED, files_of, git, post_gen, snapshot_template
 
@@ -86,6 +88,13 @@ LOGGER_CLASSES = {
     "tensorboard": ["TensorBoardLogger"],
     "wandb": ["WandbLogger"],
 }
+#: The engine's range in the template's pyproject.toml (one minor release), which generated repos get.
+ENGINE_RANGE = re.search(
+    r'"runwright\[sweep,plots,export\](>=[^"]+)"', (REPO_ROOT / "pyproject.toml").read_text()
+)[1]  # type: ignore[index]
+#: The engine's own files in a generated repo (a copy in ``engine/``, its manual in ``docs/runwright/``):
+#: the engine's text, not renamed and not about the repo's options.
+ENGINE_FILES = ("engine/", post_gen.MANUAL_FOLDER)
 #: A reference to the template's package that generation must have rewritten.
 LEFTOVER = re.compile(
     r"(?m)^\s*(from|import) project\b|class_path:\s*project\.|-m\s+project\b|[\"'`~]project[./]|\"project\""
@@ -161,7 +170,12 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     ).is_file()
 
     files = [
-        p for p in repo.rglob("*") if p.is_file() and not {".git", "engine"} & set(p.relative_to(repo).parts)
+        p
+        for p in repo.rglob("*")
+        if p.is_file()
+        and ".git" not in p.parts
+        and p.suffix != ".whl"
+        and not p.relative_to(repo).as_posix().startswith(ENGINE_FILES)
     ]
     for path in files:
         text = path.read_text(encoding="utf-8")
@@ -179,7 +193,7 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     assert pyproject["tool"]["setuptools"]["package-data"] == {package: ["configs/*.yaml"]}
     # the engine: a dependency by version, from where requirements/engine.txt says (or copied in)
     dependencies = pyproject["project"]["dependencies"]
-    assert dependencies[0] == f"runwright{'[sweep,plots,export]' if full else ''}~=0.1"
+    assert dependencies[0] == f"runwright{'[sweep,plots,export]' if full else ''}{ENGINE_RANGE}"
     assert any(d.startswith("wandb") for d in dependencies) == (answers["logger"] == "wandb")
     assert any(d.startswith("tensorboard") for d in dependencies) == (answers["logger"] == "tensorboard")
     assert not (repo / package / "engine").exists() and not (repo / ".template_engine").exists()
@@ -187,12 +201,17 @@ def test_generated_repo_files_and_names(name: str, baked: dict[str, Path]) -> No
     source = [
         line for line in (repo / "requirements" / "engine.txt").read_text().splitlines() if line[:1] != "#"
     ]
+    wheel = f"runwright-{ENGINE_VERSION}-py3-none-any.whl"  # (generated from this clone: its engine, built)
     expected = {
-        "template": [f"runwright @ {(REPO_ROOT / 'engine').as_uri()}"],
-        "index": [],
+        "template": [f"./requirements/{wheel}"],
+        "index": ["runwright"],
         "copy": ["-e ./engine[test]"],
     }
     assert source == expected[answers["engine_source"]]
+    built = answers["engine_source"] == "template"
+    assert [p.name for p in (repo / "requirements").glob("*.whl")] == ([wheel] if built else [])
+    manual = [p.name for p in (repo / post_gen.MANUAL_FOLDER).glob("*")]
+    assert sorted(manual) == (["CHANGELOG.md", "README.md"] if built else [])
     if answers["engine_source"] == "copy":  # the engine's own distribution, not renamed
         assert (repo / "engine" / "src" / "runwright" / "cli.py").is_file()
         assert (repo / "engine" / "tests" / "fixture_task" / "__init__.py").is_file()
@@ -277,15 +296,17 @@ def contradictions(repo: Path, answers: dict[str, Any]) -> list[str]:
         relative = path.relative_to(repo).as_posix()
         if relative == "LICENSE":
             continue
-        # (benchmarks/*.py name the project's own fit path "template" as a run label; a copied engine is
-        # the engine's distribution as released, with its own license: only template markers count there)
-        if relative.startswith("engine/"):
-            checks = [MARKERS]
+        # (a copied engine and the engine's manual are the engine's text as released, with its own license:
+        # only template markers count there)
+        if relative.startswith(ENGINE_FILES):
+            checks, names = [MARKERS], []
+        elif relative.endswith(".whl"):
+            continue
         else:
-            checks = patterns if relative.startswith("benchmarks/") else [ABOUT_THE_TEMPLATE, *patterns]
+            checks, names = [ABOUT_THE_TEMPLATE, *patterns], minimal
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             hits = [p for p in checks if re.search(p, line)]
-            hits += [name for name in minimal if name.lower() in line.lower()]
+            hits += [name for name in names if name.lower() in line.lower()]
             if hits:
                 found.append(f"{relative}:{number}: {line.strip()[:120]}  <- {hits}")
     return found
@@ -346,13 +367,14 @@ def test_a_generated_repo_links_the_engine_s_manual_where_it_comes_from(baked: d
     """The README's links into the engine point at the template's folder (generated from it here), a
     package index's page, or the repo's own ``engine/``; the README says in one line where it comes from."""
     expected = {
-        "template": f"{(REPO_ROOT / 'engine').as_uri()}/README.md",
+        "template": "docs/runwright/README.md",  # (generated from a local clone: a copy of its manual)
         "index": "https://pypi.org/project/runwright/",
         "copy": "engine/README.md",
     }
     for name, answers in COMBINATIONS.items():
         readme = (baked[name] / "README.md").read_text()
-        assert f"[the engine's\nREADME]({expected[answers['engine_source']]})" in readme, name
+        link = rf"\[the engine's\s+README\]\({re.escape(expected[answers['engine_source']])}\)"
+        assert re.search(link, readme), name
         where = re.search(
             r"- \*\*Where the engine comes from:\*\* (.*?), as\s+`requirements/engine.txt` says", readme, re.S
         )
@@ -360,6 +382,40 @@ def test_a_generated_repo_links_the_engine_s_manual_where_it_comes_from(baked: d
             {**answers, "_template": str(REPO_ROOT), "_repo_dir": str(REPO_ROOT)}
         ).where
         assert where and where[1] == said, name
+
+
+def machine_paths(repo: Path, *folders: Path) -> list[str]:
+    """The files of ``repo`` (not ``.git``; a wheel's members included) that hold the path of one of
+    ``folders`` (as given or resolved; a ``file://`` address holds it too)."""
+    needles = {str(path).encode() for folder in folders for path in (folder, folder.resolve())}
+    found = []
+    for path in sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts):
+        contents = [path.read_bytes()]
+        if path.suffix == ".whl":
+            with zipfile.ZipFile(path) as wheel:
+                contents += [wheel.read(name) for name in wheel.namelist()]
+        if any(needle in content for needle in needles for content in contents):
+            found.append(path.relative_to(repo).as_posix())
+    return found
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_a_generated_repo_names_no_folder_of_the_machine_that_generated_it(
+    name: str, baked: dict[str, Path]
+) -> None:
+    """Neither the template's folder nor the one the repo was generated into is in any file of it, for
+    every logger, examples and engine_source answer: pushed elsewhere, the repo installs and its links
+    work."""
+    repo = baked[name]
+    assert machine_paths(repo, REPO_ROOT, repo.parent) == []
+
+
+def test_the_machine_path_check_finds_a_path_in_a_file_and_in_a_wheel(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text(f"[manual]({(REPO_ROOT / 'engine').as_uri()}/README.md)\n")
+    with zipfile.ZipFile(tmp_path / "x-1.0-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as wheel:
+        wheel.writestr("x/__init__.py", f"ROOT = {str(REPO_ROOT)!r}\n" * 20)
+    (tmp_path / "clean.txt").write_text("nothing here\n")
+    assert machine_paths(tmp_path, REPO_ROOT) == ["README.md", "x-1.0-py3-none-any.whl"]
 
 
 #: The combination whose lint-start-fit check is in the fast suite (``make test``); the others are
@@ -491,7 +547,9 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     assert (repo / "acme_vision" / "__main__.py").is_file() and (repo / ".cruft.json").is_file()
     commit = json.loads((repo / ".cruft.json").read_text())["commit"]
     engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
-    assert engine == f"runwright @ git+{template.resolve().as_uri()}@{commit}#subdirectory=engine"
+    assert engine == f"./requirements/runwright-{ENGINE_VERSION}-py3-none-any.whl"
+    assert commit[:12] in (repo / "README.md").read_text()
+    assert machine_paths(repo, template) == [".cruft.json"]  # (cruft's own record of the template)
     assert not (repo / ".git").exists(), "under cruft the hook leaves `git init` to the user"
     git(repo, "init", "--quiet")
     git(repo, "add", "--all")
@@ -503,6 +561,8 @@ def test_cruft_create_then_update_brings_template_changes_in_renamed(tmp_path: P
     assert cruft.update(repo, skip_apply_ask=True)
     updated = (repo / "acme_vision" / "models" / "__init__.py").read_text()
     assert 'UPSTREAM = "acme_vision.models.classifier"' in updated
+    wheel = f"requirements/runwright-{ENGINE_VERSION}-py3-none-any.whl"
+    assert git(repo, "status", "--porcelain", wheel) == ""  # (the same engine: the same bytes)
 
 
 def test_a_local_clone_with_files_of_one_s_own_generates_the_same_repo(
@@ -529,7 +589,9 @@ def test_a_local_clone_with_files_of_one_s_own_generates_the_same_repo(
 
 def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> None:
     """``cookiecutter <git URL>`` (as the README shows; here a ``git+file://`` URL of a one-commit copy
-    of the template) clones the template with its symlink folder and generates the repo."""
+    of the template) clones the template with its symlink folder and generates the repo; a ``file://``
+    URL is a folder of this machine, so the engine comes as a wheel built into the repo. The direct
+    reference the hook writes for a remote URL installs too (pip clones the URL at the commit)."""
     if shutil.which("git") is None or not (REPO_ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout of the template")
     template = tmp_path / "template"
@@ -551,12 +613,16 @@ def test_cookiecutter_from_a_git_url_generates_the_same_repo(tmp_path: Path) -> 
     assert (tmp_path / "clones" / "template" / "{{cookiecutter.project_slug}}" / "project").is_symlink()
     commit = git(template, "rev-parse", "HEAD").strip()
     engine = (repo / "requirements" / "engine.txt").read_text().splitlines()[-1]
-    assert engine == f"runwright @ git+file://{template}@{commit}#subdirectory=engine"
-    # pip installs the engine from that line (a clone of the URL at the commit, offline)
-    target = tmp_path / "site"
+    assert engine == f"./requirements/runwright-{ENGINE_VERSION}-py3-none-any.whl"
+    assert machine_paths(repo, template, tmp_path / "clones") == []
+    # pip installs the engine from that line, and from the line of a remote URL (its form, with this
+    # file:// URL: a clone at the commit, offline)
+    remote = f"runwright @ {post_gen.pip_url(f'file://{template}')}@{commit}#subdirectory=engine"
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-    run([*pip, "--target", str(target), engine], cwd=repo, env=dict(os.environ), timeout=600)
-    assert (target / "runwright" / "cli.py").is_file()
+    for number, line in enumerate((engine, remote)):
+        target = tmp_path / f"site{number}"
+        run([*pip, "--target", str(target), line], cwd=repo, env=dict(os.environ), timeout=600)
+        assert (target / "runwright" / "cli.py").is_file()
 
 
 #: A task written as Lightning's docs write one (no class of the template), for a repo whose example
@@ -762,7 +828,7 @@ def test_a_repo_installs_against_the_engines_wheel_and_runs_under_its_own_name(t
     (tmp_path / "bake").mkdir()
     repo = bake(tmp_path / "bake", project_name="Acme Vision", package_name="acme_vision", **answers)
     python, env = fresh_venv(tmp_path / "venv")
-    install(python, env, "runwright~=0.1", str(repo), wheels=wheels)
+    install(python, env, f"runwright{ENGINE_RANGE}", str(repo), wheels=wheels)
     workdir = tmp_path / "empty"
     workdir.mkdir()
     imported = run(
@@ -792,40 +858,54 @@ def test_a_repo_installs_against_the_engines_wheel_and_runs_under_its_own_name(t
     assert re.search(r"\b\d+ passed\b", tests) and " failed" not in tests, tests[-2000:]
 
 
-#: The change a newer engine (N+1) makes in the upgrade test: ``--init_from`` renamed ``--init_weights``,
-#: the old name kept for this minor version (``runwright.deprecations``).
-RENAMED_IN_NEXT = (
-    'RENAMED: dict[str, Renamed] = {"init_from": Renamed("init_weights", "0.2", "0.3", str | None)}'
-)
+def next_version(version: str, part: str) -> str:
+    """``version`` (``X.Y.Z``) with its ``minor`` or ``patch`` part one higher (and what follows it 0)."""
+    major, minor, patch = (int(number) for number in version.split(".")[:3])
+    return f"{major}.{minor + 1}.0" if part == "minor" else f"{major}.{minor}.{patch + 1}"
+
+
+def set_engine_version(engine: Path, version: str) -> None:
+    """Set ``runwright.__version__`` in the engine distribution in ``engine``."""
+    init = engine / "src" / "runwright" / "__init__.py"
+    init.write_text(re.sub(r'__version__ = ".*"', f'__version__ = "{version}"', init.read_text()))
+
+
+#: The engine's next minor release, which the upgrade test builds from a changed copy.
+NEXT_MINOR = next_version(ENGINE_VERSION, "minor")
 
 
 def next_engine(folder: Path) -> Path:
-    """A copy of the engine as its next minor version (0.2.0) would be: ``--init_from`` renamed."""
+    """A copy of the engine as its next minor release would be: ``--init_from`` renamed
+    ``--init_weights``, the old name kept for that minor release (``runwright.deprecations``)."""
     engine = folder / "engine"
     shutil.copytree(
         REPO_ROOT / "engine",
         engine,
         ignore=shutil.ignore_patterns("*.egg-info", "build", "__pycache__", "logs"),
     )
+    set_engine_version(engine, NEXT_MINOR)
     source = engine / "src" / "runwright"
-    init = source / "__init__.py"
-    init.write_text(re.sub(r'__version__ = ".*"', '__version__ = "0.2.0"', init.read_text()))
     for path in source.rglob("*.py"):
         if path.name != "deprecations.py":
             path.write_text(path.read_text().replace("init_from", "init_weights"))
     deprecations = source / "deprecations.py"
     text = deprecations.read_text()
     assert "RENAMED: dict[str, Renamed] = {}" in text
-    deprecations.write_text(text.replace("RENAMED: dict[str, Renamed] = {}", RENAMED_IN_NEXT))
+    major, minor = NEXT_MINOR.split(".")[:2]
+    renamed = (
+        f'{{"init_from": Renamed("init_weights", "{major}.{minor}", "{major}.{int(minor) + 1}", str | None)}}'
+    )
+    deprecations.write_text(
+        text.replace("RENAMED: dict[str, Renamed] = {}", f"RENAMED: dict[str, Renamed] = {renamed}")
+    )
     return engine
 
 
 @pytest.mark.slow
-def test_an_upgrade_is_a_version_bump_and_a_renamed_option_keeps_working(tmp_path: Path) -> None:
-    """A repo generated on engine 0.1 (``runwright~=0.1``) installs 0.2, built from a copy that renames
-    ``--init_from``: its tests still pass, the old spelling works with one warning line naming the new
-    one, and a repo that requires a newer engine than the installed one says so in one line before any
-    run folder is written."""
+def test_an_upgrade_to_the_next_minor_release_keeps_a_renamed_option_working(tmp_path: Path) -> None:
+    """A repo generated on engine 0.N (its range: that minor release) moves to 0.N+1, built from a copy
+    that renames ``--init_from``: after raising its range, as that release's "to do" says, its tests
+    still pass, and the old spelling works with one warning line naming the new one."""
     wheels, next_wheels = tmp_path / "wheels", tmp_path / "next_wheels"
     build_wheel(REPO_ROOT / "engine", wheels)
     build_wheel(next_engine(tmp_path / "next"), next_wheels)
@@ -833,34 +913,18 @@ def test_an_upgrade_is_a_version_bump_and_a_renamed_option_keeps_working(tmp_pat
     (tmp_path / "bake").mkdir()
     repo = bake(tmp_path / "bake", project_name="Acme Vision", package_name="acme_vision", **answers)
     python, env = fresh_venv(tmp_path / "venv")
-    install(python, env, "runwright~=0.1", str(repo), wheels=wheels)
-    # a repo that needs 0.2 on engine 0.1: one line, exit 2, nothing written
-    newer = tmp_path / "newer"
-    shutil.copytree(repo, newer)
-    pyproject = newer / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace('"runwright~=0.1"', '"runwright~=0.2"'))
-    install(python, env, "--force-reinstall", str(newer), wheels=wheels)
+    install(python, env, f"runwright{ENGINE_RANGE}", str(repo), wheels=wheels)
+    # the next minor release is outside the range: the repo raises it, then installs again
+    major, minor = NEXT_MINOR.split(".")[:2]
+    pyproject = repo / "pyproject.toml"
+    raised = f">={NEXT_MINOR},<{major}.{int(minor) + 1}"
+    pyproject.write_text(pyproject.read_text().replace(ENGINE_RANGE, raised))
+    install(python, env, "--force-reinstall", str(repo), wheels=wheels)
+    install(python, env, "--upgrade", f"runwright{raised}", wheels=next_wheels)
     workdir = tmp_path / "empty"
     workdir.mkdir()
-    refused = subprocess.run(
-        [python, "-m", "acme_vision", "fit"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert refused.returncode == 2, refused.stderr
-    assert refused.stderr.strip().splitlines() == [
-        "error: acme_vision needs runwright~=0.2 (its pyproject.toml), but runwright 0.1.0 is installed: "
-        "pip install -r requirements/engine.txt -e . (or pip install -U 'runwright~=0.2')"
-    ]
-    assert not (workdir / "logs").exists()
-    # the upgrade: 0.2 from its wheel, the repo as generated
-    install(python, env, "--force-reinstall", str(repo), wheels=wheels)
-    install(python, env, "--upgrade", "runwright~=0.1", wheels=next_wheels)
     version = run([python, "-c", "import runwright; print(runwright.__version__)"], cwd=workdir, env=env)
-    assert version.strip() == "0.2.0"
+    assert version.strip() == NEXT_MINOR
     tests = run(
         [python, "-m", "pytest", "-q", "-m", "not slow", "-p", "no:cacheprovider"],
         cwd=repo,
@@ -875,11 +939,66 @@ def test_an_upgrade_is_a_version_bump_and_a_renamed_option_keeps_working(tmp_pat
         cwd=workdir, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert old.returncode == 0, old.stderr
-    warning = "warning: `--init_from` is deprecated since runwright 0.2 and goes in 0.3: use `--init_weights`"
+    warning = (
+        f"warning: `--init_from` is deprecated since runwright {major}.{minor} and goes in "
+        f"{major}.{int(minor) + 1}: use `--init_weights`"
+    )
     assert [line for line in old.stderr.splitlines() if "deprecated" in line] == [warning]
     saved = yaml.safe_load((workdir / "logs" / "second" / "config.yaml").read_text())
     assert saved["init_weights"] == str((workdir / "logs" / "first" / "checkpoints" / "last.ckpt").resolve())
     assert "init_from" not in saved
+
+
+def provenance_engine(run_dir: Path) -> str:
+    """The engine's version that ``run_dir``'s ``provenance.yaml`` records."""
+    return str(yaml.safe_load((run_dir / "provenance.yaml").read_text())["versions"]["runwright"])
+
+
+@pytest.mark.slow
+def test_the_documented_upgrade_installs_the_engine_of_a_newer_template_commit(tmp_path: Path) -> None:
+    """A repo generated from a local clone (the engine's wheel in ``requirements/``) and installed by its
+    Makefile runs on that engine. After a commit in the clone that bumps the engine's version, the
+    README's upgrade (the newer engine's wheel built into ``requirements/`` in place of the old one and
+    named in ``requirements/engine.txt``, then ``make upgrade``) installs it: the next run's
+    ``provenance.yaml`` names the new version, the earlier run's still the old one."""
+    template = tmp_path / "template"
+    snapshot_template(template)
+    (tmp_path / "bake").mkdir()
+    answers = {"logger": "csv", "examples": "minimal", "init_git": False}  # (engine_source: template)
+    repo = bake(
+        tmp_path / "bake", str(template), project_name="Acme Vision", package_name="acme_vision", **answers
+    )
+    venv = tmp_path / "venv"
+    python, env = fresh_venv(venv)
+    for entry in (venv / "dependencies").glob("pip*"):  # (its own pip: make upgrades pip)
+        source = entry.resolve()
+        entry.unlink()
+        shutil.copytree(source, entry) if source.is_dir() else shutil.copy2(source, entry)
+    env = {key: value for key, value in env.items() if not key.startswith("PIP_")}
+    # offline, from what this environment has (no index, no build isolation), no pip config of the machine
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0")
+    make = ["make", f"VENV={venv}"]
+    run([*make, f"{venv}/.installed"], cwd=repo, env=env, timeout=900)
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    fit = [python, "-m", "acme_vision", "fit", *FAST, "--trainer.logger=false"]
+    run([*fit, "--run_name=before"], cwd=workdir, env=env)
+    assert provenance_engine(workdir / "logs" / "before") == ENGINE_VERSION
+    newer = next_version(ENGINE_VERSION, "patch")
+    set_engine_version(template / "engine", newer)
+    git(template, "commit", "--quiet", "--all", "-m", f"runwright {newer}")
+    # the README's upgrade, step by step
+    old_wheel = repo / "requirements" / f"runwright-{ENGINE_VERSION}-py3-none-any.whl"
+    wheel = [python, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", "requirements"]
+    run([*wheel, str(template / "engine")], cwd=repo, env=env, timeout=600)
+    old_wheel.unlink()
+    requirement = repo / "requirements" / "engine.txt"
+    requirement.write_text(requirement.read_text().replace(ENGINE_VERSION, newer))
+    assert requirement.read_text().splitlines()[-1] == f"./requirements/runwright-{newer}-py3-none-any.whl"
+    run([*make, "upgrade"], cwd=repo, env=env, timeout=900)
+    run([*fit, "--run_name=after"], cwd=workdir, env=env)
+    assert provenance_engine(workdir / "logs" / "after") == newer
+    assert provenance_engine(workdir / "logs" / "before") == ENGINE_VERSION
 
 
 def test_rendering_over_an_existing_repo_is_refused_before_anything_is_written(

@@ -157,7 +157,8 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     dev = project["optional-dependencies"]["dev"]
     assert not any(r.startswith(("cookiecutter", "cruft", "build", "twine")) for r in dev)
     assert "# template-only" not in post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
-    assert project["dependencies"][0] == "runwright[sweep,plots,export]~=0.1"
+    engine_range = re.search(r'"runwright\[sweep,plots,export\](>=[^"]+)"', text)[1]  # type: ignore[index]
+    assert project["dependencies"][0] == f"runwright[sweep,plots,export]{engine_range}"
     assert "tensorboard>=2.14" in project["dependencies"]  # the chosen default logger
     assert not any(r.startswith("wandb") for r in project["dependencies"])
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["acme_vision*"]
@@ -169,7 +170,7 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert "license" not in unlicensed["project"]
     minimal = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "examples": "minimal"}))
     assert minimal["tool"]["mypy"]["files"] == ["acme_vision"]
-    assert minimal["project"]["dependencies"][0] == "runwright~=0.1"  # none of the engine's extras
+    assert minimal["project"]["dependencies"][0] == f"runwright{engine_range}"  # none of the engine's extras
     csv = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "logger": "csv"}))
     assert not any(r.startswith(("wandb", "tensorboard")) for r in csv["project"]["dependencies"])
 
@@ -286,8 +287,8 @@ def test_a_relative_template_path_is_where_cookiecutter_was_started(
     monkeypatch.chdir(tmp_path / "clone")  # (the hook's folder is the new repo, not where it started)
     monkeypatch.setenv("PWD", str(tmp_path))
     answers = {"engine_source": "template", "_template": "clone", "_repo_dir": "clone"}
-    source = post_gen.engine_source(answers)
-    assert source.line == f"runwright @ {(tmp_path / 'clone' / 'engine').as_uri()}"
+    source = post_gen.engine_source(answers)  # (a local template: its engine's wheel, nothing of its path)
+    assert source.wheel and source.docs == post_gen.MANUAL_FOLDER and str(tmp_path) not in source.where
     assert post_gen.template_root(answers) == (tmp_path / "clone").resolve()
     monkeypatch.setenv("PWD", str(tmp_path / "clone"))
     message = f"no template 'clone' in {tmp_path / 'clone'}: give cookiecutter the template's absolute path"
@@ -395,11 +396,39 @@ def test_readme_loses_the_template_sections_and_follows_the_answers() -> None:
 
 def test_ci_matrix_follows_the_oldest_python_and_keeps_github_expressions() -> None:
     text = (REPO_ROOT / ".github" / "workflows" / "ci.yml").read_text()
-    new = post_gen.rewrite_ci(text, "3.11")
+    new = post_gen.rewrite_ci(text, "3.11", copy=True)
     workflow = yaml.safe_load(new)
     assert workflow["jobs"]["tests"]["strategy"]["matrix"]["python-version"] == ["3.11", "3.12"]
     assert workflow["jobs"]["lint"]["steps"][1]["with"]["python-version"] == "3.11"
     assert re.findall(r"\$\{\{.*?\}\}", new) == re.findall(r"\$\{\{.*?\}\}", text) != []
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_only_a_repo_with_the_engine_copied_in_checks_it_in_ci_and_make(copy: bool, tmp_path: Path) -> None:
+    """The steps and Makefile lines that check a copied ``engine/`` are in a ``copy`` repo alone, the
+    other steps and targets stay, and the generated Makefile uses no variable it does not define."""
+    ci = post_gen.rewrite_ci((REPO_ROOT / ".github" / "workflows" / "ci.yml").read_text(), "3.10", copy)
+    steps = {
+        job: [s.get("run", s.get("uses")) for s in spec["steps"]]
+        for job, spec in yaml.safe_load(ci)["jobs"].items()
+    }
+    engine_steps = [step for job in steps.values() for step in job if "[ -d engine ]" in step]
+    assert len(engine_steps) == (2 if copy else 0)
+    assert "mypy" in steps["types"] and "python -m pytest" in steps["tests"]
+    makefile = post_gen.TEMPLATE_ONLY_BLOCK.sub("", (REPO_ROOT / "Makefile").read_text())
+    makefile = post_gen.rewrite_makefile(makefile, copy)
+    assert ("ENGINE" in makefile) == copy and ("engine/" in makefile) == copy
+    (tmp_path / "Makefile").write_text(makefile)
+    (tmp_path / "requirements").mkdir()
+    for prerequisite in ("pyproject.toml", "requirements/constraints.txt", "requirements/engine.txt"):
+        (tmp_path / prerequisite).touch()
+    if copy:
+        (tmp_path / "engine").mkdir()
+        (tmp_path / "engine" / "pyproject.toml").touch()
+    make = ["make", "--warn-undefined-variables", "-n", f"VENV={tmp_path / 'venv'}", "test-all"]
+    dry = subprocess.run(make, cwd=tmp_path, capture_output=True, text=True, check=True)  # (prints only)
+    assert "undefined" not in dry.stderr, dry.stderr
+    assert ("cd engine" in dry.stdout) == copy and "pip install --upgrade -c" in dry.stdout
 
 
 @pytest.mark.parametrize(
@@ -479,7 +508,7 @@ def test_hooks_render_to_themselves_apart_from_the_context() -> None:
 @pytest.mark.parametrize(
     ("answers", "line", "docs"),
     [
-        ({"engine_source": "index"}, "", "https://pypi.org/project/runwright/"),
+        ({"engine_source": "index"}, "runwright", "https://pypi.org/project/runwright/"),
         ({"engine_source": "copy"}, "-e ./engine[test]", None),
         (
             {"_template": "gh:acme/template", "_commit": "0123456789abcdef"},
@@ -491,15 +520,20 @@ def test_hooks_render_to_themselves_apart_from_the_context() -> None:
             "runwright @ git+ssh://git@gitlab.com/acme/template.git@abc#subdirectory=engine",
             "https://gitlab.com/acme/template/blob/abc/engine/",
         ),
-        (
+        (  # a local template: its engine's wheel, built by write_engine_requirement, and its manual copied
             {"_template": "/srv/template", "_repo_dir": "/srv/template"},
-            "runwright @ file:///srv/template/engine",
-            "file:///srv/template/engine/",
+            "",
+            "docs/runwright/",
         ),
         (  # cruft from a local clone: its commit
             {"_template": "/srv/template", "_commit": "abc"},
-            "runwright @ git+file:///srv/template@abc#subdirectory=engine",
-            "file:///srv/template/engine/",
+            "",
+            "docs/runwright/",
+        ),
+        (  # a file:// URL: cookiecutter's clone, local too
+            {"_template": "file:///srv/template", "_commit": "abc"},
+            "",
+            "docs/runwright/",
         ),
     ],
 )
@@ -508,6 +542,9 @@ def test_the_engine_source_follows_the_answer_and_where_the_template_came_from(
 ) -> None:
     source = post_gen.engine_source({"engine_source": "template", **answers})
     assert (source.line, source.docs) == (line, docs) and source.where
+    assert source.wheel == (docs == post_gen.MANUAL_FOLDER) and "/srv" not in source.where
+    if answers.get("_commit"):
+        assert answers["_commit"][:12] in source.where
 
 
 def test_the_engine_source_of_a_cloned_template_is_the_clone_s_commit(tmp_path: Path) -> None:
@@ -532,6 +569,11 @@ def test_links_into_the_engine_follow_the_engine_source() -> None:
     pypi = "https://pypi.org/project/runwright/"
     assert post_gen.link_engine_docs(text, pypi) == f"See [the manual]({pypi}), [it]({pypi}), [x](docs/x.md)."
     assert post_gen.link_engine_docs(text, None) == text  # the engine copied in: relative links resolve
+    copied = "docs/runwright/"  # (its manual copied into the repo: relative links, from any folder)
+    assert post_gen.link_engine_docs(text, copied) == (
+        "See [the manual](docs/runwright/README.md#run-folders), [it](../docs/runwright/CHANGELOG.md), "
+        "[x](docs/x.md)."
+    )
 
 
 @pytest.mark.parametrize(
@@ -546,3 +588,14 @@ def test_lowest_pins_the_chosen_logger_and_the_engine_only_where_it_is_copied(lo
     assert "torch==2.6.0" in copied and pin in copied
     csv = post_gen.rewrite_lowest(text, {**answers, "logger": "csv", "engine_source": "index"})
     assert not any(line.startswith(("wandb", "tensorboard")) for line in csv.splitlines())
+
+
+def test_an_engine_that_cannot_be_built_stops_generation_naming_the_other_answers(tmp_path: Path) -> None:
+    """A local template's engine that pip cannot build into a wheel (here: no distribution in the
+    folder) is one error naming pip's last line and the answers that need no build."""
+    (tmp_path / "engine").mkdir()
+    with pytest.raises(
+        post_gen.EngineBuildError, match=r"\(ERROR: .*\): .*engine_source=index or engine_source=copy"
+    ):
+        post_gen.build_wheel(tmp_path / "engine", tmp_path / "requirements")
+    assert not list(tmp_path.rglob("*.whl"))

@@ -1,5 +1,4 @@
-"""The package a project hands to the engine: its config files, the engine version its distribution
-requires (refused in one line before anything is written), the extras a command needs, and renamed
+"""The package a project hands to the engine: its config files, the extras a command needs, and renamed
 options (the old spelling works for one minor version, with one warning line)."""
 
 from __future__ import annotations
@@ -14,52 +13,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from support import ENGINE_ROOT, FAST, main, project_cli, run_dirs
 
-from runwright import __version__, deprecations
+from runwright import deprecations
 from runwright.deprecations import Renamed
 from runwright.errors import ConfigError
-from runwright.project import EXTRAS, check_engine_version, config_files, missing_modules, required_engine
-
-
-def fake_distribution(site: Path, package: str, requires: str, top_level: bool = True) -> None:
-    """An installed distribution ``<package>-1.0`` of the top-level package ``package`` that requires
-    ``requires`` (its metadata only, as pip writes it), naming its package in ``top_level.txt`` or, as
-    wheels of other build backends do, only in its file list (``RECORD``)."""
-    (site / package).mkdir(parents=True)
-    (site / package / "__init__.py").write_text("")
-    info = site / f"{package}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {package}\nVersion: 1.0\nRequires-Dist: {requires}\n"
-    )
-    if top_level:
-        (info / "top_level.txt").write_text(f"{package}\n")
-    else:
-        (info / "RECORD").write_text(f"{package}/__init__.py,,\n{info.name}/METADATA,,\n")
-
-
-def test_a_package_that_requires_another_engine_is_refused_in_one_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake_distribution(tmp_path, "needs_next", "runwright~=9.1")
-    fake_distribution(tmp_path, "fits", f"runwright~={__version__.rpartition('.')[0]}")
-    fake_distribution(tmp_path, "listed", "runwright>=9", top_level=False)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    assert str(required_engine("needs_next")) == "runwright~=9.1"
-    assert str(required_engine("listed")) == "runwright>=9"
-    check_engine_version("fits", __version__)  # inside its range: nothing
-    check_engine_version("fixture_task", __version__)  # not an installed distribution: nothing
-    with pytest.raises(
-        ConfigError, match=rf"needs_next needs runwright~=9.1 .* runwright {__version__} is installed"
-    ):
-        check_engine_version("needs_next", __version__)
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as exit_info:
-        from runwright.cli import main as cli_main
-
-        cli_main(["fit"], package="needs_next")
-    assert exit_info.value.code == 2 and not (tmp_path / "logs").exists()
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("error: needs_next needs runwright~=9.1") and "pip install" in line
+from runwright.project import EXTRAS, config_files, missing_modules
 
 
 def test_the_package_s_configs_follow_the_engine_s_and_a_missing_one_is_skipped(

@@ -2,7 +2,7 @@
 callbacks and the extra commands (its README states the contract). A project's ``__main__.py`` hands
 its package to :func:`runwright.cli.main`; its classes may use the optional helpers below."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .base import BaseDataModule, BaseModule, Transformed, channel_mean_std, check_fractions, seeded_split
 from .errors import ConfigError, DataError, ProjectError

@@ -26,7 +26,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from . import __version__, checks, private
+from . import checks, private
 from .callbacks import (
     AverageFromTrainedWeights,
     CompileModel,
@@ -57,7 +57,7 @@ from .errors import (
     first_line,
 )
 from .parser import Parser, closest, did_you_mean
-from .project import DISTRIBUTION, check_engine_version, config_files, missing_modules
+from .project import DISTRIBUTION, config_files, missing_modules
 from .provenance import Provenance
 from .resume import ExactResume
 from .runs import (
@@ -503,7 +503,7 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     The :data:`EXTRA_COMMANDS` run from their own modules (one whose extra is not installed stops with
     one line naming it); everything else is a LightningCLI subcommand (a first argument that names no
     command is one line with the closest command). A ``ProjectError`` (bad input,
-    an engine outside the package's required range, a bad checkpoint, a failed health check, an
+    a bad checkpoint, a failed health check, an
     interruption, a file or folder that cannot be written: :func:`~runwright.errors.file_system_error`)
     is one ``error:`` line, no traceback, and the process exits with its code (2 for bad input, 130
     after SIGINT, 1 otherwise; 143 after SIGTERM). Under DDP a stop that every process makes
@@ -515,7 +515,6 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
     argv = sys.argv[1:] if args is None else args
     with quiet_console():
         try:
-            check_engine_version(package, __version__)
             words = [str(arg) for arg in argv] if isinstance(argv, list) else []  # (a dict: ProjectCLI's)
             command = words[0] if words else "-"
             commands = [*ALL_SUBCOMMANDS, *EXTRA_COMMANDS]

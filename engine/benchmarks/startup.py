@@ -1,7 +1,7 @@
 """Start-up time: ``python -m project --help`` and time to the first training step, against
 ``python -c "import lightning"``, each a fresh process, median of N alternating runs.
 
-    python benchmarks/startup.py --repeats 5
+    python engine/benchmarks/startup.py --repeats 5
 
 Runs in an empty temporary working directory with this checkout first on ``PYTHONPATH``. The first
 training step is timed by ``python -m project fit`` (the default experiment, exactly as a user
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchmarks/ is two below)
 
 FIRST_STEP_CALLBACK = """
 import os, sys

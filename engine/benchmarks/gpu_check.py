@@ -4,10 +4,10 @@ Runs the template's own ``fit`` path (``ProjectCLI``) on CIFAR-10-shaped synthet
 ResNet-18 backbone and reports, per precision (32-true, 16-mixed, bf16-mixed): images/s over the
 timed epochs, peak CUDA memory (MiB), and the final train loss; then DDP with ``sync_batchnorm`` on
 one GPU (checks the BatchNorm layers became SyncBatchNorm and training ran); then the memory
-callback's CUDA figures. Prints a Markdown table (paste it into benchmarks/README.md).
+callback's CUDA figures. Prints a Markdown table (paste it into engine/benchmarks/README.md).
 
-    python benchmarks/gpu_check.py                 # on a GPU
-    python benchmarks/gpu_check.py --smoke         # tiny CPU run: checks the script itself works
+    python engine/benchmarks/gpu_check.py                 # on a GPU
+    python engine/benchmarks/gpu_check.py --smoke         # tiny CPU run: checks the script itself works
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import datetime
 import time
 from typing import Any
 
+import project
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
-from runwright.cli import ProjectCLI
 
-import project
+from runwright.cli import ProjectCLI
 
 PACKAGE = project.__name__  # the package whose runs these are
 

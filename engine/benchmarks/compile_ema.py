@@ -20,10 +20,10 @@ Workloads (``--workload``): ``cifar`` is the example's ``ImageClassifier`` with 
 (channels 32/64/128) on ``SyntheticDataModule`` images ``[3, 32, 32]`` (``--num-samples``, 80% for
 training), batch 128; ``digits`` is the default experiment (SimpleCNN on the 8x8 digits, batch 64).
 
-    python benchmarks/compile_ema.py --part speed --workload cifar --epochs 4 --repeats 3
-    python benchmarks/compile_ema.py --part ema --workload cifar --epochs 3 --repeats 3
-    python benchmarks/compile_ema.py --part quality --seeds 3
-    python benchmarks/compile_ema.py --smoke     # a few seconds: checks the script itself
+    python engine/benchmarks/compile_ema.py --part speed --workload cifar --epochs 4 --repeats 3
+    python engine/benchmarks/compile_ema.py --part ema --workload cifar --epochs 3 --repeats 3
+    python engine/benchmarks/compile_ema.py --part quality --seeds 3
+    python engine/benchmarks/compile_ema.py --smoke     # a few seconds: checks the script itself
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import WeightAveraging
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchmarks/ is two below)
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
+
+import project  # noqa: E402
 
 from runwright.callbacks import CompileModel  # noqa: E402
 from runwright.checkpointing import BestCheckpoint  # noqa: E402
 from runwright.cli import ProjectCLI  # noqa: E402
-
-import project  # noqa: E402
 
 PACKAGE = project.__name__  # the package whose runs these are
 

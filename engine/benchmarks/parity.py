@@ -24,9 +24,9 @@ The final train loss of ``plain``, ``template`` and ``bare`` must agree to 5 dec
 that the only consumer of the global RNG during training is the data pipeline (the template prefetches
 one batch ahead, so augmentation and dropout would draw random numbers in a different interleaving).
 
-    python benchmarks/parity.py --workload digits        # SimpleCNN on the 8x8 digits, batch 64
-    python benchmarks/parity.py --workload cifar         # small ResNet, CIFAR-shaped synthetic, batch 128
-    python benchmarks/parity.py --workload digits --epochs 1 --repeats 1 --no-ablation   # quick check
+    python engine/benchmarks/parity.py --workload digits    # SimpleCNN on the 8x8 digits, batch 64
+    python engine/benchmarks/parity.py --workload cifar     # small ResNet, CIFAR-shaped synthetic, batch 128
+    python engine/benchmarks/parity.py --workload digits --epochs 1 --repeats 1 --no-ablation   # quick check
 """
 
 from __future__ import annotations
@@ -59,18 +59,18 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchmarks/ is two below)
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
+
+import project  # noqa: E402
+from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
+from project.models import SimpleCNN  # noqa: E402
 
 from runwright.cli import ProjectCLI  # noqa: E402
 from runwright.resume import epoch_seed  # noqa: E402
 from runwright.runs import finish_wandb_run  # noqa: E402
 from runwright.schedules import warmup_cosine_factor  # noqa: E402
-
-import project  # noqa: E402
-from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
-from project.models import SimpleCNN  # noqa: E402
 
 PACKAGE = project.__name__  # the package whose runs these are
 
@@ -486,7 +486,8 @@ def discover_groups(config: Namespace) -> list[str]:
     if missing:
         raise SystemExit(
             f"parity.py: CALLBACK_GROUPS names {missing}, but the CLI has no such group with an 'enabled' "
-            f"field (groups found: {found}). Update CALLBACK_GROUPS at the top of benchmarks/parity.py."
+            f"field (groups found: {found}). Update CALLBACK_GROUPS at the top of "
+            "engine/benchmarks/parity.py."
         )
     return CALLBACK_GROUPS + [group for group in found if group not in CALLBACK_GROUPS]
 

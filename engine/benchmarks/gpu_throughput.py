@@ -1,9 +1,9 @@
 """GPU throughput: images/s and peak memory of a ResNet-18 on CIFAR-10-shaped tensors under
 ``32-true``, ``16-mixed``, ``bf16-mixed``, ``channels_last`` and ``torch.compile``, then the parity
-ratios (benchmarks/parity.py) on the GPU. One script, a few minutes on one GPU.
+ratios (engine/benchmarks/parity.py) on the GPU. One script, a few minutes on one GPU.
 
-    python benchmarks/gpu_throughput.py            # needs a CUDA GPU
-    python benchmarks/gpu_throughput.py --smoke    # tiny CPU run that checks the script itself
+    python engine/benchmarks/gpu_throughput.py            # needs a CUDA GPU
+    python engine/benchmarks/gpu_throughput.py --smoke    # tiny CPU run that checks the script itself
 
 Every configuration runs the template's own ``fit`` path (``ProjectCLI``, default callbacks) with
 ``project.models.TorchvisionResNet`` (resnet18, 3x3 stem for 32x32 inputs) on
@@ -27,15 +27,15 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-for path in (REPO_ROOT, REPO_ROOT / "benchmarks"):
+REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchmarks/ is two below)
+for path in (REPO_ROOT, Path(__file__).resolve().parent):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
 import parity  # noqa: E402
-from runwright.cli import ProjectCLI  # noqa: E402
-
 import project  # noqa: E402
+
+from runwright.cli import ProjectCLI  # noqa: E402
 
 PACKAGE = project.__name__  # the package whose runs these are
 
