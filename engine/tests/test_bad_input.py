@@ -3,6 +3,7 @@ loggers may have started before the data or a setting was found bad); other runs
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,3 +86,31 @@ def test_a_logger_whose_package_is_missing_is_one_line(
     code, errors = exits(["fit", *FAST, "--trainer.logger=lightning.pytorch.loggers.MLFlowLogger"], capsys)
     assert code == 2 and len(errors) == 1 and "MLFlowLogger" in errors[0] and "mlflow" in errors[0], errors
     assert not (workdir / "logs").exists() or not list((workdir / "logs").iterdir())
+
+
+def test_a_traceback_before_any_checkpoint_leaves_no_run_folder(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug in the user's code at the first step is the user's traceback (not an engine line), and the new
+    run folder, which holds no checkpoint, goes with it."""
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["fit", *FAST, "--model=helpers.CrashingClassifier", "--model.crash_at_step=0"])
+    assert not (workdir / "logs").exists()
+
+
+def test_a_missing_logger_package_and_pl_trainer_variables_are_one_line_each(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The W&B preset without ``wandb`` installed: one error line naming the package, exit 2, no folder.
+    A ``PL_TRAINER_*`` variable, which the CLI cannot honour (it sets every Trainer argument), is named
+    in one warning line with the option to use."""
+    monkeypatch.setitem(sys.modules, "wandb", None)  # (as if not installed)
+    code, errors = exits(["fit", *FAST, "--trainer.logger=lightning.pytorch.loggers.WandbLogger"], capsys)
+    assert code == 2 and errors == [
+        "error: trainer.logger WandbLogger needs the wandb package: pip install wandb, or log elsewhere "
+        "(e.g. --config configs/logger/tensorboard.yaml)"
+    ]
+    assert not (workdir / "logs").exists()
+    monkeypatch.setenv("PL_TRAINER_MAX_EPOCHS", "3")
+    with pytest.warns(UserWarning, match=r"PL_TRAINER_MAX_EPOCHS is not read here .* --trainer.max_epochs="):
+        main(["fit", *FAST])

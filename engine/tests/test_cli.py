@@ -271,7 +271,10 @@ def test_what_the_engine_sets_itself_is_not_said_to_be_carried_over(workdir: Pat
             [*LOGGERS["wandb"], "--trainer.logger.log_model=true"],
             ["log_model", "offline", "Set `offline=False`"],  # Lightning's message, in one line
         ),
-        (["--model=helpers.ManualClassifier"], ["automatic_optimization", "gradient_clip_val"]),
+        (  # Lightning's own refusal, in one line (the default clipping does not apply to it: below)
+            ["--model=helpers.ManualClassifier", "--trainer.gradient_clip_val=0.5"],
+            ["manual optimization", "gradient_clip_val=0.5"],
+        ),
         (["--data.batch_size=-1"], ["batch_size", "-1"]),
     ],
 )
@@ -287,6 +290,14 @@ def test_settings_that_cannot_work_stop_before_anything_is_written(
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 2 and len(errors) == 1 and all(word in errors[0] for word in words), err
     assert "Traceback" not in err and no_run_folder(workdir)
+
+
+def test_a_model_that_optimizes_by_hand_trains_without_the_default_clipping(run_cli: RunCLI) -> None:
+    """Lightning clips only in automatic optimization: the engine's default ``gradient_clip_val`` does not
+    apply to a manual-optimization model (as Lightning's GAN example), which trains as written."""
+    cli = run_cli("fit", "--model=helpers.ManualClassifier")
+    assert cli.trainer.gradient_clip_val is None and cli.trainer.global_step == 2
+    assert run_cli("fit", "--trainer.max_epochs=1").trainer.gradient_clip_val == 1.0  # (automatic: kept)
 
 
 def test_a_model_scheduler_no_longer_conflicts_with_a_schedule_callback(run_cli: RunCLI) -> None:

@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import Recorder
 from lightning.pytorch import Callback, LightningModule, Trainer
-from support import PLAIN_MODEL, main
+from support import PLAIN_MODEL, RunCLI, main
 from torch import Tensor
 
 
@@ -75,7 +75,6 @@ def test_init_from_refuses_what_cannot_work_in_one_line(
         assert caught.value.code == 2 and len(lines) == 1, lines
         return lines[0]
 
-    assert "use it with fit; test takes --ckpt_path" in error("test", f"--init_from={last}")
     assert "--init_from and --ckpt_path: pass one" in error(
         "fit", f"--init_from={last}", f"--ckpt_path={last}"
     )
@@ -89,3 +88,17 @@ def test_init_from_refuses_what_cannot_work_in_one_line(
         "test", f"--ckpt_path={workdir}"
     )
     assert sorted(p.name for p in (workdir / "logs").iterdir()) == ["source"]  # nothing left behind
+
+
+def test_a_fit_config_that_starts_from_weights_is_a_config_of_every_command(
+    run_cli: RunCLI, fitted: Any
+) -> None:
+    """``init_from`` is a fit's key: ``test`` and ``validate`` given the config of a run that started from
+    another's weights evaluate their own ``--ckpt_path`` (they were refused)."""
+    last = fitted("source") / "checkpoints/last.ckpt"
+    new = run_cli("fit", f"--init_from={last}", "--run_name=new")
+    config, best = new.run_dir / "config.yaml", new.run_dir / "checkpoints/best.ckpt"
+    assert f"init_from: {last}" in config.read_text()
+    for command in ("validate", "test"):
+        cli = run_cli(command, f"--config={config}", f"--ckpt_path={best}")
+        assert cli.init_checkpoint is None and Path(cli.trainer.ckpt_path).resolve() == best.resolve()

@@ -12,7 +12,6 @@ from jsonargparse import Namespace
 from lightning.pytorch.callbacks import WeightAveraging
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
-from . import private
 from .checkpointing import load_matching_weights
 from .errors import CheckpointError, ConfigError
 from .runs import class_of
@@ -30,26 +29,21 @@ def check_run(cli: ProjectCLI) -> None:
     and ``--init_from``), then load the ``--init_from`` weights that fit.
 
     Raises:
-        ConfigError: SyncBatchNorm without CUDA; ``--init_from`` with ``--ckpt_path`` or outside ``fit``;
-            a linked model argument given against its DataModule; gradient clipping with manual
-            optimization; ``fit --ckpt_path`` that switches weight averaging on or off or gives other
-            optimizer or scheduler settings than the checkpoint's.
+        ConfigError: SyncBatchNorm without CUDA; ``--init_from`` with ``--ckpt_path``; a linked model
+            argument given against its DataModule; ``fit --ckpt_path`` that switches weight averaging on
+            or off or gives other optimizer or scheduler settings than the checkpoint's.
         CheckpointError: the ``--ckpt_path`` checkpoint does not fit the model.
     """
     from .runs import DATA_LINKS
 
     config, model, trainer, ckpt = cli._config(), cli.model, cli.trainer, cli.checkpoint
-    defaults = (private.subcommand_parser(cli) or cli.parser).get_defaults(skip_check=True)
+    defaults = cli.defaults
     if config.trainer.get("sync_batchnorm") and not torch.cuda.is_available():
         raise ConfigError(
             "trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU). Fix: "
             "drop --trainer.sync_batchnorm on CPU, or run on GPUs with --config configs/trainer/ddp_gpu.yaml."
         )
-    if config.get("init_from") is not None and (cli.subcommand or "fit") != "fit":
-        raise ConfigError(
-            f"--init_from starts a new training run: use it with fit; {cli.subcommand} takes --ckpt_path"
-        )
-    if config.get("init_from") is not None and config.get("ckpt_path") is not None:
+    if cli.init_checkpoint is not None and config.get("ckpt_path") is not None:
         raise ConfigError(
             "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, schedule, epoch); "
             "--init_from starts a new run from its weights only"
@@ -69,12 +63,6 @@ def check_run(cli: ProjectCLI) -> None:
                 f"model.{target}={given!r} is linked: it is set from the DataModule's {source} ({value!r}), "
                 "so the value given would be replaced. Remove it; change the DataModule instead."
             )
-    if not model.automatic_optimization and trainer.gradient_clip_val:
-        raise ConfigError(
-            f"trainer.gradient_clip_val={trainer.gradient_clip_val} (the default): {type(model).__name__} "
-            "sets automatic_optimization=False, and Lightning clips only in automatic optimization. Fix: "
-            "--trainer.gradient_clip_val=null, and clip in training_step with self.clip_gradients(...)."
-        )
     if ckpt is not None:
         check_state_dict_fits(model.state_dict(), ckpt, config.ckpt_path, type(model).__name__)
         if cli.subcommand == "fit":

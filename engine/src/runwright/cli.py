@@ -23,7 +23,7 @@ from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
-from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from . import checks, private
@@ -168,21 +168,20 @@ class ProjectCLI(LightningCLI):
         try:
             try:
                 super().__init__(args=args, run=run, **kwargs)
-            except Exception as error:  # one line for W&B's start (e.g. no API key) or a compile failure
-                if (problem := compile_problem(error)) is not None:
-                    raise ConfigError(problem) from error
-                if type(error).__module__.split(".")[0] != "wandb":
+            except Exception as error:
+                compiling = hasattr(self, "config") and self._config().get("compile.enabled")
+                if (translated := one_line(error, bool(compiling))) is None:
                     raise
-                raise ConfigError(
-                    f"W&B could not start the run ({type(error).__name__}: {first_line(error)}); log in "
-                    "(`wandb login`) or log offline (WANDB_MODE=offline, the W&B preset's default)"
-                ) from error
+                raise translated from error
         except ProjectError as error:
             if error.exit_code == 2:
                 self._discard_new_run()
             raise
         except OSError as error:
             raise self._file_system_fault(error) from error
+        except Exception:  # a traceback: a new run folder without a checkpoint is not left behind
+            self._discard_new_run()
+            raise
         finally:
             if run:
                 self.__exit__()
@@ -213,6 +212,7 @@ class ProjectCLI(LightningCLI):
         run_dir: Path | None = getattr(self, "run_dir", None)
         if (
             run_dir is None
+            or getattr(rank_zero_only, "rank", 0) > 0  # (another process's run: rank 0 decides)
             or self.continued
             or not run_dir.is_dir()
             or any(run_dir.glob("checkpoints/**/*.ckpt"))
@@ -238,13 +238,16 @@ class ProjectCLI(LightningCLI):
         """Put the environment variables that seeding and the run folder set back, and close an open W&B
         run (a run with a subcommand does this when it ends). A fault of the file system in the block
         (e.g. a full disk while ``cli.trainer.fit`` writes) becomes a
-        :class:`~runwright.errors.FileSystemError`, this run's new folder discarded."""
+        :class:`~runwright.errors.FileSystemError`; after it, bad input (exit code 2) or another exception
+        (not a ``ProjectError``), this run's new folder without a checkpoint is discarded."""
         os.environ.clear()
         os.environ.update(self._environ)
         finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
         error = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(error, OSError) and (fault := self._file_system_fault(error)) is not error:
             raise fault from error
+        if isinstance(error, Exception) and getattr(error, "exit_code", 2) == 2:
+            self._discard_new_run()
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
@@ -311,7 +314,8 @@ class ProjectCLI(LightningCLI):
                     apply_renamed(self._config(), warn=False)
                 self._config().ckpt_path = str(path)
             config = self._config()
-            if config.get("init_from") is not None:
+            fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)
+            if config.get("init_from") is not None and fitting:
                 path = resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
@@ -349,10 +353,16 @@ class ProjectCLI(LightningCLI):
             parser.link_arguments(
                 f"data.{source.removesuffix('[0]')}", f"model.init_args.{target}", first, "instantiate"
             )
+        self.defaults = parser.get_defaults(skip_check=True)  # (the values no config or option gave)
         try:
             self.config_init = self.parser.instantiate(run_config)
             init = self._config(self.config_init)
             self.datamodule, self.model = init.get("data"), init.get("model")
+            default_clip = init.trainer.get("gradient_clip_val") == self.defaults.get(
+                "trainer.gradient_clip_val"
+            )
+            if not self.model.automatic_optimization and default_clip:  # (manual optimization clips itself)
+                init.trainer.gradient_clip_val = None
             self.trainer = self.instantiate_trainer()
         except (ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if isinstance(error, ProjectError):
@@ -383,6 +393,10 @@ class ProjectCLI(LightningCLI):
         kwargs.setdefault(
             "callbacks", [AverageFromTrainedWeights(), EarlyStoppingMonitorCheck(), *shown, *extra]
         )
+        for name in sorted(name for name in os.environ if name.startswith("PL_TRAINER_")):
+            option = f"--trainer.{name.removeprefix('PL_TRAINER_').lower()}"
+            message = f"{name} is not read here (the CLI sets every Trainer argument): use {option}=..."
+            rank_zero_warn(message, stacklevel=6)  # (LightningCLI's: shown as one line)
         trainer = super().instantiate_trainer(**kwargs)
         self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -443,6 +457,22 @@ GROUPS = {
     "interruption": Interruption,
     "compile": CompileModel,
 }
+
+
+def one_line(error: Exception, compiling: bool) -> ProjectError | None:
+    """The one-line error for an exception raised while a command runs, by its source: Lightning's
+    ``MisconfigurationException`` (a setting Lightning refuses, e.g. no ``test_step`` for ``test``), W&B's
+    start (e.g. no API key), ``torch.compile`` (only with ``--compile.enabled``); ``None`` for any other."""
+    if compiling and (problem := compile_problem(error)) is not None:
+        return ConfigError(problem)
+    if isinstance(error, MisconfigurationException):
+        return ConfigError(" ".join(str(error).split()))
+    if type(error).__module__.split(".")[0] == "wandb":
+        return ConfigError(
+            f"W&B could not start the run ({type(error).__name__}: {first_line(error)}); log in "
+            "(`wandb login`) or log offline (WANDB_MODE=offline, the W&B preset's default)"
+        )
+    return None
 
 
 def logger_problem(logger: Any) -> str | None:

@@ -25,7 +25,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
 from . import deprecations, private
-from .errors import CheckpointError, RunExistsError
+from .errors import CheckpointError, ConfigError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
 RUN_DIR_ENV = "RUNWRIGHT_RUN_DIR"
@@ -222,7 +222,13 @@ def run_logger_config(logger: Any, run_dir: Path, wandb_id: str | None = None) -
         if issubclass(cls, (CSVLogger, TensorBoardLogger)):
             init_args.name, init_args.version = "", ""
         elif issubclass(cls, WandbLogger):
-            import wandb
+            try:
+                import wandb
+            except ImportError:
+                raise ConfigError(
+                    "trainer.logger WandbLogger needs the wandb package: pip install wandb, or log elsewhere "
+                    "(e.g. --config configs/logger/tensorboard.yaml)"
+                ) from None
 
             # W&B's console follows WANDB_SILENT (set by progress.quiet_console) only from its setup on;
             # its check of Lightning's anonymous=None comes before that and warns that it does nothing
