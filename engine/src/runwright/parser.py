@@ -17,10 +17,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, NoReturn
 
+import torch
 import yaml
 from jsonargparse import Namespace
 
-from .private import RecordsUnrecognized, rejected_class, unresolved_class_name
+from .private import RecordsUnrecognized, instance_typed, rejected_class, unresolved_class_name
 
 
 def closest(name: str, choices: Iterable[str]) -> list[str]:
@@ -127,6 +128,15 @@ def subclass_named(name: str, bases: Iterable[type]) -> type | None:
     return None
 
 
+#: Argument types that are objects built from the model's parameters (or its optimizer), and the
+#: callable type LightningCLI gives such an argument instead.
+CALLABLES_OF: dict[type, str] = {
+    torch.optim.Optimizer: "OptimizerCallable",
+    torch.optim.lr_scheduler.LRScheduler: "LRSchedulerCallable",
+    torch.optim.lr_scheduler.ReduceLROnPlateau: "LRSchedulerCallable",
+}
+
+
 def explain(
     error: BaseException | None, unrecognized: list[str], options: Iterable[str], reading: str | None = None
 ) -> str | None:
@@ -170,6 +180,13 @@ def explain(
             close = did_you_mean(suggested)
             kind = " or ".join(kinds)
             return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
+        if (typed := instance_typed(error, tuple(CALLABLES_OF))) is not None:
+            kind = next(name for base, name in CALLABLES_OF.items() if issubclass(typed, base))
+            return (
+                f"an argument of the model is typed {public_path(typed)}, an object built before the model's "
+                f"parameters exist (Hydra's partial); type it {kind} (from lightning.pytorch.cli import "
+                f"{kind}) and build it in configure_optimizers (self.optimizer(self.parameters()))"
+            )
         if rejected := rejected_class(error):
             return not_a_subclass(*rejected, f" (in {reading})" if reading else "")
         error = error.__cause__ or error.__context__

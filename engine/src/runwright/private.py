@@ -178,6 +178,20 @@ def rejected_class(error: BaseException) -> tuple[type, tuple[type, ...]] | None
     return None
 
 
+def instance_typed(error: BaseException, bases: tuple[type, ...]) -> type | None:
+    """The class among ``bases`` (``torch.optim.Optimizer``, an LR scheduler) that an argument is typed as,
+    when jsonargparse failed to build one for it (an optimizer needs the model's parameters: Hydra's
+    partial pattern, which LightningCLI spells ``OptimizerCallable``); ``None`` for another error. Read from
+    the frames of ``error``'s traceback: ``typehint`` is a local of ``adapt_typehints``."""
+    frame = error.__traceback__
+    while frame is not None:
+        code, hint = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals.get("typehint")
+        if code == "adapt_typehints" and isinstance(hint, type) and issubclass(hint, bases):
+            return hint
+        frame = frame.tb_next
+    return None
+
+
 def cpp_compiler_problem() -> str | None:
     """Why inductor finds no C++ compiler for CPU code (torch's own search, ``get_cpp_compiler``: the
     ``CXX`` environment variable, else ``g++``, each run with ``--version``), or ``None`` when it finds

@@ -13,7 +13,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import Tensor
 
 from ..cli import ProjectCLI
-from ..errors import ConfigError
+from ..errors import ConfigError, first_line
 
 #: A model's inputs: positional and keyword tensors (or nested structures of them).
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]
@@ -99,15 +99,25 @@ def model_inputs(model: LightningModule, batch: Any) -> Inputs:
     split = split_batch(model, batch) if batch is not None else None
     real = split[0] if split is not None else batch if isinstance(batch, Tensor) else None
     example = model.example_input_array
+    fix = (
+        "set self.example_input_array in its __init__ (a tensor, a tuple of positional inputs or a dict of "
+        "keyword inputs, batch first), as Lightning's to_onnx needs"
+    )
     if real is not None and (example is None or (isinstance(example, Tensor) and _same_shape(real, example))):
-        return as_inputs(real)
-    if example is None:
+        inputs, source = as_inputs(real), "the inputs of its test batches"
+    elif example is None:
         raise ConfigError(
-            f"{type(model).__name__}: the engine cannot tell its inputs from the test batches; set "
-            "self.example_input_array in its __init__ (a tensor, a tuple of positional inputs or a dict "
-            "of keyword inputs, batch first), as Lightning's to_onnx needs"
+            f"{type(model).__name__}: the engine cannot tell its inputs from the test batches; {fix}"
         )
-    return as_inputs(example)
+    else:
+        inputs, source = as_inputs(example), "its example_input_array"
+    try:
+        with torch.no_grad():
+            model(*inputs[0], **inputs[1])
+    except Exception as error:
+        failed = f"{type(error).__name__}: {first_line(error)}"
+        raise ConfigError(f"{type(model).__name__} does not run on {source} ({failed}); {fix}") from None
+    return inputs
 
 
 def _same_shape(real: Any, example: Tensor) -> bool:

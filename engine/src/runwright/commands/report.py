@@ -74,11 +74,14 @@ def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = 
         ckpt = ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt")
         args, parser = ["--ckpt_path", str(ckpt)], {"exit_on_error": False}
         with rebuild.RebuildCLI(args=args, run=False, package=package, parser_kwargs=parser) as cli:
-            logits, targets = rebuild.predict_test_split(cli.model, cli.data_source)
+            try:
+                logits, targets = rebuild.predict_test_split(cli.model, cli.data_source)
+            except (RuntimeError, TypeError, ValueError) as error:  # (the model does not take its x)
+                raise ConfigError(f"{type(cli.model).__name__}(x) failed: {first_line(error)}") from None
         if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
             raise ConfigError("the model is not a classifier (needs [N, K] logits and class targets)")
     except (ProjectError, ArgumentError, FileNotFoundError) as error:
-        print(f"skipped confusion_matrix.png (a classifier's of (x, y) batches): {first_line(error)}")
+        print(f"skipped confusion_matrix.png: {first_line(error)} (it is a classifier's of (x, y) batches)")
         return written
     matrix, (figure, axes) = MulticlassConfusionMatrix(logits.shape[1]), new_figure()
     matrix.plot(matrix(logits, targets), ax=axes)  # rows: true class, columns: predicted class
