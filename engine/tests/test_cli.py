@@ -351,16 +351,24 @@ def test_predict_writes_a_csv_into_its_run_folder(run_cli: RunCLI, fitted: Calla
     assert all(0 <= int(r["pred"]) < 4 and 0 < float(r["prob"]) <= 1 for r in rows)
 
 
-def test_tensorboard_has_no_placeholder_hp_metric(run_cli: RunCLI) -> None:
+def test_tensorboard_hparams_compare_runs_by_the_best_score_without_a_placeholder(run_cli: RunCLI) -> None:
+    """The HPARAMS tab holds the model's hyperparameters with ``best/<monitor>`` as their metric, and no
+    ``hp_metric = -1`` placeholder."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
 
     cli = run_cli("fit", *LOGGERS["tensorboard"])
-    tags = set()
+    tags, metrics, params = set(), set(), set()
     for events in cli.run_dir.glob("events.out.tfevents.*"):
         accumulator = EventAccumulator(str(events))
         accumulator.Reload()
         tags |= set(accumulator.Tags()["scalars"])
-    assert "val/acc" in tags and "hp_metric" not in tags
+        for content in accumulator.PluginTagToContent("hparams").values():
+            data = plugin_data_pb2.HParamsPluginData.FromString(content)
+            metrics |= {info.name.tag for info in data.experiment.metric_infos}
+            params |= set(data.session_start_info.hparams)
+    assert "val/acc" in tags and "best/val/acc" in tags and "hp_metric" not in tags
+    assert metrics == {"best/val/acc"} and {"num_classes", "optimizer/init_args/lr"} <= params, params
 
 
 def test_the_engine_uses_relative_imports_and_never_a_users_package() -> None:

@@ -13,6 +13,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import nn
@@ -78,6 +79,18 @@ class BestCheckpoint(RunCheckpoint):
                 flush=True,
             )
             self.monitor = None
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Give each TensorBoard logger's HPARAMS tab the best score as its metric (Lightning writes the
+        hyperparameters there only with a metric; ``default_hp_metric=False`` leaves none), so runs compare
+        by ``best/<monitor>`` there (its first value NaN, at step 0)."""
+        if not (trainer.is_global_zero and self.best_key):
+            return
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                logger.log_hyperparams(
+                    logger.hparams or pl_module.hparams_initial, {self.best_key: float("nan")}
+                )
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
