@@ -11,11 +11,10 @@ from typing import Any
 
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
-from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import nn
 
 from . import private
@@ -71,7 +70,8 @@ class BestCheckpoint(RunCheckpoint):
         ``limit_val_batches=0``) a ``val...`` monitor can never be logged: choose by none (``best.ckpt``
         is then the latest epoch's) and say so in one line."""
         super().setup(trainer, pl_module, stage)
-        if stage == "fit" and str(self.monitor).startswith("val") and not validates(trainer, pl_module):
+        data, limit = getattr(trainer, "datamodule", None), trainer.limit_val_batches
+        if stage == "fit" and str(self.monitor).startswith("val") and not validates(pl_module, data, limit):
             rank_zero_only(print)(
                 f"--checkpoint.monitor={self.monitor}: {type(pl_module).__name__} has no validation loop, so "
                 "best.ckpt is the latest epoch's (set --checkpoint.monitor to a value training_step logs "
@@ -142,14 +142,20 @@ class BestCheckpoint(RunCheckpoint):
             check_logged(trainer, option, self.monitor, "--checkpoint.mode", off)
 
 
-def validates(trainer: Trainer, pl_module: LightningModule) -> bool:
-    """Whether ``fit`` runs validation: the module has a ``validation_step``, the DataModule (or, without
-    one, the module) a ``val_dataloader``, and ``limit_val_batches`` is not 0."""
-    loaders = getattr(trainer, "datamodule", None) or pl_module
+def validates(model: Any, data: Any, limit_val_batches: float | None) -> bool:
+    """Whether ``fit`` runs validation: the model (a LightningModule or its class) has a
+    ``validation_step``, the DataModule (or its class; without one, the model) a ``val_dataloader``, and
+    ``limit_val_batches`` is not 0."""
+
+    def overrides(owner: Any, name: str) -> bool:
+        cls = owner if isinstance(owner, type) else type(owner)
+        base = LightningDataModule if issubclass(cls, LightningDataModule) else LightningModule
+        return getattr(cls, name) is not getattr(base, name)
+
     return (
-        is_overridden("validation_step", pl_module)
-        and is_overridden("val_dataloader", loaders)
-        and trainer.limit_val_batches != 0
+        overrides(model, "validation_step")
+        and overrides(data or model, "val_dataloader")
+        and limit_val_batches != 0
     )
 
 

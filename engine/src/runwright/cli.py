@@ -38,6 +38,7 @@ from .callbacks import (
     TrainingMonitor,
     compile_problem,
     console_callbacks,
+    raised_in,
 )
 from .checkpointing import (
     AtomicCheckpointIO,
@@ -462,9 +463,12 @@ GROUPS = {
 def one_line(error: Exception, compiling: bool) -> ProjectError | None:
     """The one-line error for an exception raised while a command runs, by its source: Lightning's
     ``MisconfigurationException`` (a setting Lightning refuses, e.g. no ``test_step`` for ``test``), W&B's
-    start (e.g. no API key), ``torch.compile`` (only with ``--compile.enabled``); ``None`` for any other."""
+    start (e.g. no API key), ``torch.compile`` (only with ``--compile.enabled``), DDP's model wrapper
+    (parameters without a gradient: Lightning's message names the strategy); ``None`` for any other."""
     if compiling and (problem := compile_problem(error)) is not None:
         return ConfigError(problem)
+    if raised_in(error, "torch.nn.parallel.distributed"):  # DDP's wrapper (e.g. unused parameters)
+        return ConfigError(f"DDP: {first_line(error)}")
     if isinstance(error, MisconfigurationException):
         return ConfigError(" ".join(str(error).split()))
     if type(error).__module__.split(".")[0] == "wandb":

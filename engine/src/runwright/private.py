@@ -116,8 +116,10 @@ def tee_logged_metrics(trainer: Trainer, sink: Logger) -> None:
 
 
 def synced_logs(trainer: Trainer) -> list[str]:
-    """Names of the values the running loop's model logged with ``self.log(..., sync_dist=True)`` as a
-    mean or on every step (``trainer._results``); torchmetrics ``Metric`` objects are not listed."""
+    """Names of the values the running loop's model logged in its step (``validation_step``,
+    ``test_step``) with ``self.log(..., sync_dist=True)`` as a mean or on every step (``trainer._results``);
+    torchmetrics ``Metric`` objects, and values logged once per process in an epoch hook (e.g. a
+    ``MaxMetric``'s result in ``on_validation_epoch_end``), are not listed."""
     results = trainer._results
     return sorted(
         {
@@ -125,6 +127,7 @@ def synced_logs(trainer: Trainer) -> list[str]:
             for metric in (results or {}).values()
             if metric.is_tensor
             and metric.meta.sync.should
+            and metric.meta.fx.endswith("_step")
             and (metric.meta.on_step or metric.meta.is_mean_reduction)
         }
     )

@@ -1,7 +1,7 @@
 """The engine's callbacks: what Lightning's own do not do (each says which of Lightning's it builds on)."""
 
 from .averaging import AverageFromTrainedWeights
-from .compile import CompileModel, compile_problem
+from .compile import CompileModel, compile_problem, raised_in
 from .evaluation import DistributedEvaluation
 from .health import CHECKS, HealthCheck
 from .interruption import Interruption
@@ -24,4 +24,5 @@ __all__ = [
     "TrainingMonitor",
     "compile_problem",
     "console_callbacks",
+    "raised_in",
 ]

@@ -15,14 +15,19 @@ from ..errors import ConfigError, first_line
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
+def raised_in(error: BaseException, *modules: str) -> bool:
+    """Whether ``error`` is of, or was raised through the frames of, one of ``modules`` (or a submodule)."""
+    names, traceback = [type(error).__module__], error.__traceback__
+    while traceback is not None:
+        names.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
+        traceback = traceback.tb_next
+    return any(name == module or name.startswith(f"{module}.") for name in names for module in modules)
+
+
 def compile_problem(error: BaseException) -> str | None:
     """One line for an error raised in torch.compile's frames (TorchDynamo tracing, a backend such as
     inductor), naming the cause and the fix; ``None`` for any other error."""
-    modules, traceback = [type(error).__module__], error.__traceback__
-    while traceback is not None:
-        modules.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
-        traceback = traceback.tb_next
-    if not any(module.startswith(("torch._dynamo", "torch._inductor")) for module in modules):
+    if not raised_in(error, "torch._dynamo", "torch._inductor"):
         return None
     return (
         f"torch.compile failed: {type(error).__name__}: {first_line(error)}. Run eagerly with "

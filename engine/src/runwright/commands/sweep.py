@@ -26,10 +26,10 @@ from optuna.trial import FrozenTrial, TrialState
 from optuna_integration import PyTorchLightningPruningCallback
 from sqlalchemy import exc as sql
 
-from ..checkpointing import BestCheckpoint
+from ..checkpointing import BestCheckpoint, validates
 from ..cli import ProjectCLI
 from ..errors import ConfigError, ProjectError, TrainingInterrupted, first_line
-from ..runs import write_atomically
+from ..runs import class_of, write_atomically
 
 #: Set by rank 0 of a DDP trial for the processes Lightning starts: the trial and its fit arguments (JSON).
 TRIAL_ENV = "RUNWRIGHT_SWEEP_TRIAL"
@@ -204,10 +204,20 @@ class SweepCLI(ProjectCLI):
             except (KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"search_space[{key!r}]: {type(error).__name__}: {error}") from None
             self.space[key] = options[key.replace(".init_args", "")], distribution
+        model, data = (
+            class_of(config.model.class_path),
+            config.get("data") and class_of(config.data.class_path),
+        )
         if config.objective.metric is None and config.checkpoint.monitor is None:
             raise ConfigError(
                 "objective.metric: none given, and --checkpoint.monitor=null gives the trials no best score; "
                 "set checkpoint.monitor (and checkpoint.mode) or objective.metric (and objective.direction)"
+            )
+        if config.objective.metric is None and not validates(model, data, config.trainer.limit_val_batches):
+            raise ConfigError(
+                f"objective.metric: none given, and {model.__name__} has no validation loop, so the trials "
+                "have no best checkpoint score; set objective.metric to a value it logs in training_step "
+                "(and objective.direction)"
             )
         self.monitor = config.objective.metric or config.checkpoint.monitor  # what trials are pruned on
         self.metric = config.objective.metric or f"{BestCheckpoint.PREFIX}{config.checkpoint.monitor}"
