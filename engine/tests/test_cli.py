@@ -418,9 +418,31 @@ def test_an_evaluation_run_named_with_run_name_runs_again_from_its_config(
     run = fitted()
     first = run_cli("test", f"--ckpt_path={run}/checkpoints/best.ckpt", "--run_name=T")
     saved = yaml.safe_load((first.run_dir / "config.yaml").read_text())
-    assert saved["run_name"] is None and saved["ckpt_path"] == f"{run}/checkpoints/best.ckpt"
+    assert "run_name" not in saved and saved["ckpt_path"] == f"{run}/checkpoints/best.ckpt"
     again = run_cli("test", "--config", str(first.run_dir / "config.yaml"))
     assert again.run_dir != first.run_dir
     loss = [float(cli.trainer.callback_metrics["test/loss"]) for cli in (first, again)]
     assert loss[0] == loss[1]
     run_cli("validate", "--config", str(first.run_dir / "config.yaml"))
+
+
+def test_a_value_given_before_a_config_file_that_replaces_it_is_named_in_one_warning(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LightningCLI reads arguments in order, so ``--trainer.max_epochs=5 --config x.yaml`` (x.yaml:
+    ``max_epochs: 3``) trains 3 epochs: one warning line says so and how to keep 5; after ``--config``, or
+    equal to the file's, there is none."""
+    (workdir / "x.yaml").write_text("trainer:\n  max_epochs: 3\n")
+    for args, epochs, warned in (
+        (["--trainer.max_epochs=5", "--config=x.yaml"], 3, True),
+        (["--config=x.yaml", "--trainer.max_epochs=5"], 5, False),
+        (["--trainer.max_epochs=3", "--config=x.yaml"], 3, False),
+    ):
+        code, out, err = run_main(["fit", *args, "--print_config"], capsys)
+        assert code == 0 and yaml.safe_load(out)["trainer"]["max_epochs"] == epochs, err
+        lines = [line for line in err.splitlines() if line.startswith("warning:")]
+        expected = (
+            "warning: --config x.yaml sets trainer.max_epochs=3 over the 5 given before it (later "
+            "arguments win); give --trainer.max_epochs after --config to keep it"
+        )
+        assert lines == ([expected] if warned else []), err

@@ -163,8 +163,8 @@ def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_t
 
 
 def test_config_yaml_is_portable_and_names_no_run_folder(run_cli: RunCLI, workdir: Path) -> None:
-    """config.yaml has no folder of its run (loggers, checkpoints, default_root_dir) and a fit's run_name
-    and ckpt_path are null, so re-running it (also from elsewhere, after the run folder moved) starts a
+    """config.yaml has no folder of its run (loggers, checkpoints, default_root_dir) and leaves out a fit's
+    run_name and ckpt_path, so re-running it (also from elsewhere, after the run folder moved) starts a
     new run; a continued run's config.resume-1.yaml too."""
     first = run_cli("fit", "--run_name=A")
     run_cli("fit", "--run_name=A", "--trainer.max_epochs=2", "--ckpt_path=last")
@@ -175,7 +175,11 @@ def test_config_yaml_is_portable_and_names_no_run_folder(run_cli: RunCLI, workdi
         assert saved["trainer"]["default_root_dir"] is None
         assert saved["trainer"]["logger"]["init_args"]["save_dir"] == "logs"  # as the experiment says
         assert saved["checkpoint"]["dirpath"] is None and saved["last_checkpoint"]["dirpath"] is None
-        assert (saved["run_name"], saved["ckpt_path"]) == (None, None)
+        assert "run_name" not in saved and "ckpt_path" not in saved
+    # a checkpoint given before --config of it is kept (a null there overrode it: the untrained model)
+    best = first.run_dir / "checkpoints" / "best.ckpt"
+    validated = run_cli("validate", f"--ckpt_path={best}", "--config", str(first.run_dir / "config.yaml"))
+    assert Path(validated.trainer.ckpt_path).resolve() == best.resolve()
     moved = workdir / "elsewhere"
     moved.mkdir()
     (workdir / "logs").rename(moved / "old_logs")

@@ -100,16 +100,28 @@ class ConfigFile(ActionConfigFile):
     before_subcommand = False
 
     def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
-        """Let jsonargparse read ``values``, the file being read named on the parser meanwhile."""
+        """Let jsonargparse read ``values``, the file being read named on the parser meanwhile; warn (one
+        line each) for a value given on the command line before it that it replaces."""
         if self.before_subcommand:
             fix = f"{parser.prog} fit --config {values}"
             parser.error(f"--config {values} comes before the subcommand; put it after: {fix}")
         text = str(values)
-        parser.reading = text.partition("\n")[0].removeprefix("# ") if "\n" in text else text
+        parser.reading = name = text.partition("\n")[0].removeprefix("# ") if "\n" in text else text
+        before, settled = dict(cfg.items()), getattr(parser, "settled", None)
         try:
             super().__call__(parser, cfg, values, option_string)
         finally:
             parser.reading = None
+        if settled is not None:  # (the arguments since the last --config moved these away from settled)
+            for key, value in before.items():
+                if value != settled.get(key, value) and cfg.get(key) != value:
+                    rank_zero_only(print)(
+                        f"warning: --config {name} sets {key}={cfg.get(key)!r} over the {value!r} given "
+                        f"before it (later arguments win); give --{key} after --config to keep it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            parser.settled = cfg.clone()
 
 
 class ConfigBeforeSubcommand(ConfigFile):

@@ -135,11 +135,15 @@ def synced_logs(trainer: Trainer) -> list[str]:
 
 class RecordsUnrecognized(LightningArgumentParser):
     """LightningCLI's parser that keeps ``unrecognized``: the command-line arguments no option took (the
-    second value of jsonargparse's ``_parse_known_args_internal``), for the closest option's name."""
+    second value of jsonargparse's ``_parse_known_args_internal``), for the closest option's name; and
+    ``settled``: the config its arguments start from (the defaults), which each ``--config`` then moves on."""
 
     unrecognized: list[str] = []
+    settled: Namespace | None = None
 
     def _parse_known_args_internal(self, *args: Any, **kwargs: Any) -> tuple[Namespace, list[str]]:
+        start = kwargs.get("namespace")
+        self.settled = start.clone() if isinstance(start, Namespace) else None
         namespace, self.unrecognized = super()._parse_known_args_internal(*args, **kwargs)
         return namespace, self.unrecognized
 

@@ -292,8 +292,9 @@ class SaveConfig(SaveConfigCallback):
     """Save the experiment's config as ``config.yaml`` in the run folder, and as W&B's run config.
 
     The run folder is never in the config (the loggers and checkpoints are pointed at it when they are
-    built), and a fit's :data:`RUN_KEYS` are saved as null, so ``fit --config <run>/config.yaml``
-    repeats the experiment in a new run; so are those of a run built without a subcommand
+    built), and a fit's :data:`RUN_KEYS` are left out (not null, which would override a value given
+    before the ``--config``: ``validate --ckpt_path best --config <run>/config.yaml``), so ``fit --config
+    <run>/config.yaml`` repeats the experiment in a new run; so are those of a run built without a subcommand
     (``ProjectCLI(run=False)``: a sweep's trial, a tuner). ``validate``, ``test`` and ``predict`` keep
     their ``ckpt_path`` (what they evaluated) but not their ``run_name``, so that their config too runs
     again in a new folder. A continued run (``fit --ckpt_path`` into
@@ -308,7 +309,7 @@ class SaveConfig(SaveConfigCallback):
         evaluation = parser.prog.split()[-1] in ("validate", "test", "predict")  # (the subcommand parser's)
         for key in set(RUN_KEYS) & set(portable.keys()):
             if not (evaluation and key == "ckpt_path"):  # an evaluation's config names what it evaluated
-                portable[key] = None
+                portable.pop(key)  # (not null: a value given before --config of it is kept)
         super().__init__(parser, portable, *args, **kwargs)
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
