@@ -205,6 +205,13 @@ class Parser(RecordsUnrecognized):
 
     reading: str | None = None
 
+    def dump(self, cfg: Namespace, *args: Any, **kwargs: Any) -> str:
+        """jsonargparse's ``dump``, without validating again a config it parsed (``skip_check`` unless
+        given): LightningCLI dumps the parsed config for the hyperparameters of each class it builds, and
+        ``config.yaml`` is a dump too (each check cost about 0.1 CPU-s of a command)."""
+        kwargs.setdefault("skip_check", True)
+        return super().dump(cfg, *args, **kwargs)
+
     def validate(self, namespace: Namespace, *args: Any, **kwargs: Any) -> None:
         """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`."""
         try:
