@@ -48,7 +48,6 @@ from .checkpointing import (
     load_checkpoint,
 )
 from .console import quiet_console
-from .deprecations import add_renamed_arguments, apply_renamed
 from .errors import (
     ConfigError,
     FileSystemError,
@@ -291,7 +290,6 @@ class ProjectCLI(LightningCLI):
             "newest run), with a fresh optimizer, schedule and epoch count; tensors whose name or shape "
             "differ (a new head) keep their initial values and are named.",
         )
-        add_renamed_arguments(parser)
         for group, callback in GROUPS.items():
             parser.add_lightning_class_args(callback, group)
 
@@ -311,7 +309,6 @@ class ProjectCLI(LightningCLI):
                 subparser.prog = f"python -m {self.package} {subparser.prog.rsplit(' ', 1)[-1]}"
         super().parse_arguments(parser, args)
         config = self._config()
-        apply_renamed(config)
         try:
             if (self.running or self.rebuilds) and config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
@@ -324,7 +321,6 @@ class ProjectCLI(LightningCLI):
                     at = 1 if self.running else 0  # after the subcommand
                     given = f"# the run of {path}\n{yaml.safe_dump(saved)}"
                     super().parse_arguments(parser, [*argv[:at], "--config", given, *argv[at:]])
-                    apply_renamed(self._config(), warn=False)
                 self._config().ckpt_path = str(path)
             config = self._config()
             fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)

@@ -24,7 +24,7 @@ from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
-from . import deprecations, private
+from . import private
 from .errors import CheckpointError, ConfigError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
@@ -299,13 +299,10 @@ class SaveConfig(SaveConfigCallback):
     their ``ckpt_path`` (what they evaluated) but not their ``run_name``, so that their config too runs
     again in a new folder. A continued run (``fit --ckpt_path`` into
     its own folder) keeps the first ``config.yaml`` and saves its own as ``config.resume-<n>.yaml``.
-    Deprecated names (``deprecations.RENAMED``) are not saved: their values are under the new names.
     """
 
     def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
         portable = config.clone()
-        for old in deprecations.RENAMED:
-            portable.pop(old, None)
         evaluation = parser.prog.split()[-1] in ("validate", "test", "predict")  # (the subcommand parser's)
         for key in set(RUN_KEYS) & set(portable.keys()):
             if not (evaluation and key == "ckpt_path"):  # an evaluation's config names what it evaluated
