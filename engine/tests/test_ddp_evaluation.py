@@ -163,3 +163,31 @@ def test_sigterm_stops_ddp_training_within_seconds_with_a_resumable_checkpoint(t
     run_module([*fit, "--run_name=run", "--ckpt_path=last"], cwd=tmp_path, timeout=300)
     resumed = torch.load(last, weights_only=True)
     assert resumed["global_step"] == 18 and resumed["epoch"] == 2
+
+
+def test_each_process_gets_its_share_with_the_loaders_settings() -> None:
+    """What ``DistributedEvaluation`` hands each of 2 processes: a map-style loader's every other sample,
+    an ``IterableDataset``'s every other item in the order it yields, both batched as the original loader
+    batches (its ``batch_size`` and ``collate_fn`` kept)."""
+    from types import SimpleNamespace
+
+    from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+    from runwright.callbacks import DistributedEvaluation
+
+    class Stream(IterableDataset):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            return iter(range(7))
+
+    def collate(items: list[object]) -> list[object]:
+        return items
+
+    for rank in (0, 1):
+        trainer = SimpleNamespace(
+            world_size=2, global_rank=rank, distributed_sampler_kwargs={"num_replicas": 2, "rank": rank}
+        )
+        share = DistributedEvaluation()._unrepeated
+        mapped = share(DataLoader(TensorDataset(torch.arange(7)), batch_size=3), trainer, "val")  # type: ignore[arg-type]
+        assert [batch[0].tolist() for batch in mapped] == ([[0, 2, 4], [6]] if rank == 0 else [[1, 3, 5]])
+        streamed = share(DataLoader(Stream(), batch_size=2, collate_fn=collate), trainer, "val")  # type: ignore[arg-type]
+        assert list(streamed) == ([[0, 2], [4, 6]] if rank == 0 else [[1, 3], [5]])

@@ -8,13 +8,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from support import ENGINE_ROOT, FAST, main, project_cli, run_dirs
+from support import ENGINE_ROOT, main
 
-from runwright import deprecations
-from runwright.deprecations import Renamed
 from runwright.errors import ConfigError
 from runwright.project import EXTRAS, config_files, missing_modules
 
@@ -71,21 +68,3 @@ def test_each_extra_installs_the_modules_its_commands_check() -> None:
         for module in modules:
             installed_by = {canonicalize_name(name) for name in distributions.get(module, [])}
             assert not installed_by or installed_by & required, f"{extra}: {module} comes from {installed_by}"
-
-
-def test_a_renamed_option_keeps_working_with_one_warning_and_is_saved_under_its_new_name(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], workdir: Path
-) -> None:
-    monkeypatch.setattr(deprecations, "RENAMED", {"runs_dir": Renamed("logs_dir", "0.2", "0.3", str)})
-    capsys.readouterr()
-    cli = project_cli(["fit", *FAST, "--runs_dir=elsewhere", "--trainer.logger=false"])
-    assert cli.run_dir.parent == (workdir / "elsewhere").resolve()
-    warning = "warning: `--runs_dir` is deprecated since runwright 0.2 and goes in 0.3: use `--logs_dir`"
-    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == [warning]
-    (run,) = run_dirs(workdir / "elsewhere")
-    saved = yaml.safe_load((run / "config.yaml").read_text())
-    assert saved["logs_dir"] == "elsewhere" and "runs_dir" not in saved
-    # the saved config re-runs with the old name gone (as in the release that removes it)
-    monkeypatch.setattr(deprecations, "RENAMED", {})
-    again = project_cli(["fit", "--config", str(run / "config.yaml"), "--trainer.logger=false"])
-    assert again.run_dir.parent == cli.run_dir.parent

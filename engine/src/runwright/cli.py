@@ -250,15 +250,15 @@ class ProjectCLI(LightningCLI):
         """Put the environment variables that seeding and the run folder set back, and close an open W&B
         run (a run with a subcommand does this when it ends). A fault of the file system in the block
         (e.g. a full disk while ``cli.trainer.fit`` writes) becomes a
-        :class:`~runwright.errors.FileSystemError`; after it, bad input (exit code 2) or another exception
-        (not a ``ProjectError``), this run's new folder without a checkpoint is discarded."""
+        :class:`~runwright.errors.FileSystemError`; after it or bad input (exit code 2), this run's new
+        folder without a checkpoint is discarded."""
         os.environ.clear()
         os.environ.update(self._environ)
         finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
         error = exc_info[1] if len(exc_info) > 1 else None
         if isinstance(error, OSError) and (fault := self._file_system_fault(error)) is not error:
             raise fault from error
-        if isinstance(error, Exception) and getattr(error, "exit_code", 2) == 2:
+        if isinstance(error, ProjectError) and error.exit_code == 2:
             self._discard_new_run()
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:

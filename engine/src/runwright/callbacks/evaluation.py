@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..private import synced_logs
 
 #: The DataLoader arguments a rebuilt loader takes over from the original: all but the sampling ones.
-SAMPLING = ("dataset", "shuffle", "sampler", "batch_sampler", "batch_size", "drop_last")
+SAMPLING = ("dataset", "shuffle", "sampler", "batch_sampler")
 LOADER_SETTINGS = [name for name in inspect.signature(DataLoader).parameters if name not in SAMPLING]
 
 
@@ -62,7 +62,7 @@ class DistributedEvaluation(Callback):
             if isinstance(loader.dataset, EveryNth):
                 return loader
             shard = EveryNth(loader.dataset, trainer.global_rank, trainer.world_size)
-            return type(loader)(shard, batch_size=loader.batch_size, drop_last=loader.drop_last, **settings)
+            return type(loader)(shard, **settings)
         if isinstance(loader.sampler, DistributedSampler):
             return loader
         if (size := len(loader.dataset)) < trainer.world_size:  # type: ignore[arg-type]
