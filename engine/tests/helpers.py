@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -308,6 +309,30 @@ class SignalAt(Callback):
     ) -> None:
         if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
             os.kill(os.getpid(), signal.SIGINT)
+
+
+class SlurmSignalAt(Callback):
+    """In a SLURM job, rank 0 calls ``scancel --signal=SIGNAL [--batch] <job>`` at the end of global step
+    ``steps[SLURM_RESTART_COUNT]`` (one step per attempt of the job; none after the last): ``USR1`` with
+    ``batch`` is the preemption warning to the batch script, ``KILL`` a kill with no warning. A run
+    without it trains the same (it draws no random numbers)."""
+
+    def __init__(self, steps: list[int], signal: str = "USR1", batch: bool = True) -> None:
+        self.steps, self.signal, self.batch = steps, signal, batch
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if (
+            trainer.is_global_zero
+            and attempt < len(self.steps)
+            and trainer.global_step == self.steps[attempt]
+        ):
+            where = ["--batch"] if self.batch else []
+            subprocess.run(
+                ["scancel", f"--signal={self.signal}", *where, os.environ["SLURM_JOB_ID"]], check=True
+            )
 
 
 class OneCycleClassifier(TinyClassifier):

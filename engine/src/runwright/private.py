@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 from jsonargparse import Namespace
@@ -35,6 +36,13 @@ PRIVATE_ATTRIBUTES = (
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
     ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
     ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
+    (
+        "optuna.storages._heartbeat",
+        "BaseHeartbeat",
+        "heartbeats for a journal file (only RDBStorage has them)",
+    ),
+    ("BaseHeartbeat", "_get_stale_trial_ids", "the trials whose heartbeat is stale, which Optuna fails"),
+    ("FrozenTrial", "_trial_id", "a trial's id in its storage, under which its heartbeat is recorded"),
 )
 
 
@@ -167,3 +175,41 @@ def lr_finder_without_progress_bar() -> Iterator[None]:
         yield
     finally:
         lr_finder.tqdm = bar
+
+
+def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., None]) -> Any:
+    """Optuna's ``JournalStorage`` on the file ``path`` (``JournalFileBackend``: its default symlink lock
+    is safe on NFS) with the heartbeats that only Optuna's ``RDBStorage`` has: a running trial records
+    the time (system attribute ``heartbeat:<trial id>``: a retried copy of a trial does not inherit its
+    heartbeat) every ``heartbeat_interval`` seconds; one without a heartbeat (or start) for twice as long
+    is failed by the next worker that looks (``optuna.storages.fail_stale_trials``, which Optuna's
+    ``optimize`` calls before each trial) and handed to ``retry``."""
+    from optuna.storages import JournalStorage
+    from optuna.storages._heartbeat import BaseHeartbeat
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
+        def record_heartbeat(self, trial_id: int) -> None:
+            self.set_trial_system_attr(trial_id, f"heartbeat:{trial_id}", time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            limit = time.time() - 2 * heartbeat_interval
+            running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+            return [
+                trial._trial_id
+                for trial in running
+                if trial.system_attrs.get(
+                    f"heartbeat:{trial._trial_id}",
+                    trial.datetime_start.timestamp() if trial.datetime_start else time.time(),
+                )
+                < limit
+            ]
+
+        def get_heartbeat_interval(self) -> int:
+            return heartbeat_interval
+
+        def get_heartbeat_stale_trial_callback(self) -> Callable[..., None]:
+            return retry
+
+    return HeartbeatJournalStorage(JournalFileBackend(path))
