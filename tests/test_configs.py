@@ -94,7 +94,9 @@ def test_slurm_presets_print_a_batch_script(
     with the preset's resources, one process per device and the warning signal to the batch shell;
     nothing is written (the engine's tests have a real SLURM accept each preset's script)."""
     preset = yaml.safe_load((CONFIGS / "slurm" / name).read_text())
-    code, out, err = run_main(["submit", "fit", "--slurm", str(CONFIGS / "slurm" / name), "--dry_run"], capsys)
+    code, out, err = run_main(
+        ["submit", "fit", "--slurm", str(CONFIGS / "slurm" / name), "--dry_run"], capsys
+    )
     assert code == 0, err
     tasks = preset.get("tasks_per_node") or preset.get("gpus_per_node") or 1
     assert f"#SBATCH --nodes={preset['nodes']}\n" in out and f"#SBATCH --ntasks-per-node={tasks}\n" in out
