@@ -313,17 +313,23 @@ class SignalAt(Callback):
 
 class SlurmSignalAt(Callback):
     """In a SLURM job, rank 0 calls ``scancel --signal=SIGNAL [--batch] <job>`` at the end of global step
-    ``steps[SLURM_RESTART_COUNT]`` (one step per attempt of the job; none after the last): ``USR1`` with
-    ``batch`` is the preemption warning to the batch script, ``KILL`` a kill with no warning. A run
-    without it trains the same (it draws no random numbers)."""
+    ``steps[SLURM_RESTART_COUNT]`` (one step per attempt of the job; none after the last); with
+    ``array_task``, only in that task of a job array. ``USR1`` with ``batch`` is the preemption warning to
+    the batch script, ``KILL`` a kill with no warning. A run without it trains the same (it draws no
+    random numbers)."""
 
-    def __init__(self, steps: list[int], signal: str = "USR1", batch: bool = True) -> None:
-        self.steps, self.signal, self.batch = steps, signal, batch
+    def __init__(
+        self, steps: list[int], signal: str = "USR1", batch: bool = True, array_task: int | None = None
+    ) -> None:
+        self.steps, self.signal, self.batch, self.array_task = steps, signal, batch, array_task
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        if self.array_task is not None and task != str(self.array_task):
+            return
         if (
             trainer.is_global_zero
             and attempt < len(self.steps)

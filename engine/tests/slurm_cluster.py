@@ -89,9 +89,13 @@ class SlurmCluster:
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.processes: list[str] = []
 
-    def run(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run a SLURM client command (``squeue``, ``scontrol``...) against this cluster."""
-        result = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=60)
+    def run(
+        self, *command: str, check: bool = True, stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a SLURM client command (``squeue``, ``scontrol``...) on this cluster; ``stdin``: its input."""
+        result = subprocess.run(
+            command, env=self.env, input=stdin, capture_output=True, text=True, timeout=60
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(command)}: exit {result.returncode}: {result.stderr.strip()}")
         return result
@@ -100,6 +104,17 @@ class SlurmCluster:
         """``scontrol show job JOB_ID`` as ``{key: value}`` (``JobState``, ``Restarts``, ``ExitCode``...)."""
         fields = self.run("scontrol", "show", "job", "--oneliner", job_id).stdout.split()
         return dict(field.split("=", 1) for field in fields if "=" in field)
+
+    def array(self, job_id: str, timeout: float = 300) -> dict[str, dict[str, str]]:
+        """Wait until every task of job array ``job_id`` has ended; each task's fields by its index."""
+        end = time.monotonic() + timeout
+        while self.run("squeue", "-h", "-j", job_id, check=False).stdout.strip():
+            if time.monotonic() > end:
+                raise AssertionError(f"job array {job_id} still running after {timeout} s")
+            time.sleep(1)
+        lines = self.run("scontrol", "show", "job", "--oneliner", job_id).stdout.splitlines()
+        tasks = [dict(field.split("=", 1) for field in line.split() if "=" in field) for line in lines]
+        return {task["ArrayTaskId"]: task for task in tasks}
 
     def wait(self, job_id: str, *states: str, timeout: float = 300) -> dict[str, str]:
         """Wait until job ``job_id`` is in one of ``states`` (``RUNNING``, ``COMPLETED``...); its fields."""

@@ -9,8 +9,10 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, get_args
 
+import torch
 from jsonargparse import Namespace
 from jsonargparse._typehints import get_all_subclass_paths
 from lightning.pytorch import Trainer
@@ -28,6 +30,9 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
+    ("_TrainingEpochLoop", "_broadcast_sigterm_tensor", "rank 0's stop request, broadcast every batch"),
+    ("Trainer", "_signal_connector", "Lightning's SIGTERM handling, whose handler the engine replaces"),
+    ("_SignalConnector", "_sigterm_notifier_fn", "Lightning's SIGTERM handler: a collective inside it hangs"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
     ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type, val_class: a class, its bases"),
@@ -79,6 +84,42 @@ def new_epoch_iterator(trainer: Trainer) -> None:
     if callable(getattr(sampler, "set_epoch", None)):
         sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
     iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+
+
+def handle_sigterm(trainer: Trainer, handler: Callable[[int, FrameType | None], None] | None) -> None:
+    """Make ``handler(signum, frame)`` the SIGTERM handler Lightning registers when ``trainer`` starts a
+    stage (call it before), in place of its own (``_SignalConnector._sigterm_notifier_fn``), which
+    broadcasts from inside the signal handler: a collective at whatever point the process was, which
+    hangs every process when that point is inside another collective. ``None``: Lightning's again."""
+    connector = trainer._signal_connector
+    if handler is not None:
+        connector._sigterm_notifier_fn = handler  # type: ignore[method-assign,assignment]
+    elif "_sigterm_notifier_fn" in vars(connector):
+        del connector._sigterm_notifier_fn
+
+
+def broadcast_stop_request(
+    trainer: Trainer,
+    request: Callable[[], int] | None,
+    stop: Callable[[int], BaseException] | None = None,
+) -> None:
+    """Under DDP Lightning broadcasts rank 0's SIGTERM flag at the start of every training batch, before
+    it is fetched (``_TrainingEpochLoop._broadcast_sigterm_tensor``; not on one process). Make that
+    broadcast carry ``request()`` of rank 0 instead (0: go on; else a signal number): when it is not 0,
+    every process raises ``stop(signum)`` there, at the same step. No collective is added. ``None``:
+    Lightning's broadcast again."""
+    loop = trainer.fit_loop.epoch_loop
+    if request is None or stop is None:
+        vars(loop).pop("_broadcast_sigterm_tensor", None)
+        return
+
+    def broadcast() -> None:
+        signum = torch.tensor([request()], device=trainer.strategy.root_device)
+        torch.distributed.broadcast(signum, src=0)
+        if signum.item():
+            raise stop(int(signum.item()))
+
+    loop._broadcast_sigterm_tensor = broadcast  # type: ignore[method-assign]
 
 
 def align_logger_step(trainer: Trainer) -> None:

@@ -198,11 +198,11 @@ def sbatch(*args: str, script: str) -> str:
     result = subprocess.run(["sbatch", *args], input=script, capture_output=True, text=True)
     if result.returncode != 0:
         reasons = [
-            line.removeprefix("sbatch: error: ") for line in result.stderr.splitlines() if line.strip()
+            line.removeprefix("sbatch: error: ").removeprefix("allocation failure: ")
+            for line in result.stderr.splitlines()
+            if line.strip()
         ]
-        raise ConfigError(
-            f"sbatch refused the job: {reasons[-1] if reasons else f'exit {result.returncode}'}"
-        )
+        raise ConfigError(f"sbatch refused the job: {'; '.join(reasons) or f'exit {result.returncode}'}")
     return result.stdout
 
 
@@ -216,7 +216,7 @@ def run_folder(command: list[str], package: str) -> tuple[str, bool]:
     """
     if command[0] not in TRAINER_COMMANDS:
         return str(Path("logs").resolve()), False
-    checked = CheckedCommand(args=command, package=package, parser_kwargs={"exit_on_error": False})
+    checked = CheckedCommand(args=command, package=package)
     config = checked.config[command[0]]
     logs = Path(config.logs_dir).expanduser().resolve()
     if config.run_name and (logs / config.run_name).exists():
@@ -250,14 +250,16 @@ def main(args: list[str], package: str) -> None:
 
 
 def submit(script: str, folder: str, owned: bool) -> str:
-    """Submit ``script`` held (``sbatch --hold``), make ``folder`` (``%j``: the job id) with the script in
-    it (and, ``owned``, the job as its owner: :func:`runwright.slurm.claim`), then release the job; say
-    how to watch and cancel it; return the job id. No folder is made unless SLURM accepts the job.
+    """Check ``script`` (``sbatch --test-only``: a held job is not checked), submit it held (``sbatch
+    --hold``), make ``folder`` (``%j``: the job id) with the script in it (and, ``owned``, the job as its
+    owner: :func:`runwright.slurm.claim`), then release the job; say how to watch and cancel it; return
+    the job id. No folder is made unless SLURM accepts the job.
 
     Raises:
         ConfigError: no sbatch, or SLURM refused the job (:func:`sbatch`); the folder could not be made
             (the job is cancelled).
     """
+    sbatch("--test-only", script=script)  # (a held job is not checked against the cluster)
     job_id = sbatch("--parsable", "--hold", script=script).strip().split(";")[0]
     run_dir = Path(folder.replace("%j", job_id))
     try:
