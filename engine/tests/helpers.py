@@ -312,33 +312,41 @@ class SignalAt(Callback):
 
 
 class SlurmSignalAt(Callback):
-    """In a SLURM job, rank 0 calls ``scancel --signal=SIGNAL [--batch] <job>`` at the end of global step
+    """In a SLURM job, rank 0 sends the job's batch script the preemption warning (``scancel
+    --signal=USR1 --batch <job>``, as SLURM sends it before the time limit) at the end of global step
     ``steps[SLURM_RESTART_COUNT]`` (one step per attempt of the job; none after the last); with
-    ``array_task``, only in that task of a job array. ``USR1`` with ``batch`` is the preemption warning to
-    the batch script, ``KILL`` a kill with no warning. A run without it trains the same (it draws no
+    ``array_task``, only in that task of a job array. A run without it trains the same (it draws no
     random numbers)."""
 
-    def __init__(
-        self, steps: list[int], signal: str = "USR1", batch: bool = True, array_task: int | None = None
-    ) -> None:
-        self.steps, self.signal, self.batch, self.array_task = steps, signal, batch, array_task
+    def __init__(self, steps: list[int], array_task: int | None = None) -> None:
+        self.steps, self.array_task = steps, array_task
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
-        task = os.environ.get("SLURM_ARRAY_TASK_ID")
-        if self.array_task is not None and task != str(self.array_task):
+        if self.array_task is not None and os.environ.get("SLURM_ARRAY_TASK_ID") != str(self.array_task):
             return
         if (
             trainer.is_global_zero
             and attempt < len(self.steps)
             and trainer.global_step == self.steps[attempt]
         ):
-            where = ["--batch"] if self.batch else []
-            subprocess.run(
-                ["scancel", f"--signal={self.signal}", *where, os.environ["SLURM_JOB_ID"]], check=True
-            )
+            subprocess.run(["scancel", "--signal=USR1", "--batch", os.environ["SLURM_JOB_ID"]], check=True)
+
+
+class KillAt(SlurmSignalAt):
+    """Every process SIGKILLs itself (a node failure: no warning, nothing saved) at the end of global step
+    ``steps[SLURM_RESTART_COUNT]``, as :class:`SlurmSignalAt` picks it."""
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if self.array_task is not None and os.environ.get("SLURM_ARRAY_TASK_ID") != str(self.array_task):
+            return
+        if attempt < len(self.steps) and trainer.global_step == self.steps[attempt]:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 class OneCycleClassifier(TinyClassifier):

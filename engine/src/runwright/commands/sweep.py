@@ -119,7 +119,8 @@ def build(option: str, spec: Namespace | None, base: type, seed_offset: int = 0)
 
 def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -> tuple[ProjectCLI, Any]:
     """Build the run of the ``fit`` options ``args`` (a parse error is raised, not exited) with Optuna's
-    pruning callback after the checkpoints (a pruned epoch is still saved) and fit it. Afterwards, even
+    pruning callback after the checkpoints (a pruned epoch is still saved) and fit it (from its
+    ``--ckpt_path``, if any, in its own run folder). Afterwards, even
     after a failed start, ``os.environ`` is as before and no W&B run or DDP process group is left open
     (the next trial starts its own)."""
     saved = dict(os.environ)
@@ -127,7 +128,7 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
         with ProjectCLI(args=args, run=False, package=package, parser_kwargs={"exit_on_error": False}) as cli:
             pruning = PyTorchLightningPruningCallback(trial, monitor=metric)
             cli.trainer.callbacks.append(pruning)  # type: ignore[attr-defined]
-            cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.get("ckpt_path"))
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -303,6 +304,7 @@ class SweepCLI(ProjectCLI):
         for number in reversed(history):
             last = self.folder.parent / f"{self.name}_trial{number:03d}" / "checkpoints" / "last.ckpt"
             if last.is_file():
+                print(f"trial {self.number} retries trial {number} from {last}", flush=True)
                 return [f"--ckpt_path={last}"]
         return []
 
@@ -528,6 +530,7 @@ def submit_sweep(command: list[str], options: Namespace, package: str) -> None:
         )
     resources.tasks_per_node = 1
     args = command[1:]
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # (the retry callback)
     check = SweepCLI(args, package, create=False)
     if check.storage_url.startswith("sqlite"):
         raise ConfigError(f"--storage={check.storage_url}: {NO_SQLITE}")
