@@ -100,9 +100,8 @@ def main() -> None:
             cluster.stop()
     print("| | median | min | max | n |\n|---|---|---|---|---|")
     for name, values in results.items():
-        print(
-            f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} | {len(values)} |"
-        )
+        median, low, high = statistics.median(values), min(values), max(values)
+        print(f"| {name} | {median:.1f} | {low:.1f} | {high:.1f} | {len(values)} |")
 
 
 if __name__ == "__main__":
