@@ -45,6 +45,9 @@ def test_every_private_attribute_exists_in_the_installed_lightning(run_cli: RunC
         "lightning.pytorch.tuner.lr_finder": importlib.import_module("lightning.pytorch.tuner.lr_finder"),
         "WeightAveraging": EMAWeightAveraging(),
         "torch._inductor.cpp_builder": importlib.import_module("torch._inductor.cpp_builder"),
+        "optuna.storages._heartbeat": importlib.import_module("optuna.storages._heartbeat"),
+        "BaseHeartbeat": importlib.import_module("optuna.storages._heartbeat").BaseHeartbeat,
+        "FrozenTrial": importlib.import_module("optuna").trial.create_trial(value=1.0),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:

@@ -247,6 +247,8 @@ class SweepCLI(ProjectCLI):
         check_devices(config.trainer.get("devices"), config.trainer.get("accelerator"))
         if not self.create:
             return
+        if self.storage_url.startswith("sqlite") and slurm.job() is not None:  # (before its folder exists)
+            raise ConfigError(f"--storage={self.storage_url}: {NO_SQLITE}")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.storage = open_storage(self.storage_url, config.heartbeat_interval)
         self.study = optuna.create_study(
