@@ -299,16 +299,34 @@ class ColorImages(TinyImages):
 
 
 class SignalAt(Callback):
-    """Send this process SIGINT (as Ctrl-C does) at the end of training batch ``batch`` of ``epoch``."""
+    """Send SIGINT (as Ctrl-C does) or ``signum`` (``"SIGTERM"``) at the end of training batch ``batch`` of
+    ``epoch``, or with ``batch=-1`` at the end of the epoch (after its validation); rank 0 sends it, to
+    itself (the main process) or, with ``group``, to its whole process group (as a scheduler or Ctrl-C
+    does: every DDP process and DataLoader worker). A group must be the run's own: started in a new
+    session, as :func:`support.start_module` does with ``new_session``."""
 
-    def __init__(self, epoch: int = 0, batch: int = 0) -> None:
+    def __init__(self, epoch: int = 0, batch: int = 0, signum: str = "SIGINT", group: bool = False) -> None:
         self.epoch, self.batch = epoch, batch
+        self.signum, self.group = signal.Signals[signum], group
+
+    def _send(self, trainer: Trainer) -> None:
+        if not trainer.is_global_zero:
+            return
+        if not self.group:
+            os.kill(os.getpid(), self.signum)
+            return
+        assert os.getpgid(0) == os.getpid(), "the run must lead its own process group (a new session)"
+        os.killpg(0, self.signum)
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
-            os.kill(os.getpid(), signal.SIGINT)
+            self._send(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if (trainer.current_epoch, -1) == (self.epoch, self.batch):
+            self._send(trainer)
 
 
 class SlurmSignalAt(Callback):

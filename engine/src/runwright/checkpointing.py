@@ -15,6 +15,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from torch import nn
 
+from . import private
 from .errors import CheckpointError, ConfigError
 from .provenance import warn_on_version_change
 from .runs import write_atomically
@@ -41,6 +42,12 @@ class BestCheckpoint(RunCheckpoint):
     """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
     ``ModelCheckpoint`` by ``checkpoint.monitor``/``mode`` (set in your config, e.g. ``val/acc``/``max``).
 
+    A ``val...`` monitor with a step or time trigger (``every_n_train_steps``, ``train_time_interval``)
+    stops ``fit`` with a :class:`~runwright.errors.ConfigError`: between validations such a checkpoint
+    would be scored with the last validation's value, computed on other weights (so ``--ckpt_path
+    best`` could take a step whose score is not the best logged). ``best.ckpt`` is considered after
+    every validation already; a periodic resumable checkpoint is ``LastCheckpoint``'s.
+
     After each validation it also logs ``<monitor>_best`` (e.g. ``val/acc_best``): the best value so far,
     this epoch's included, from the callback's own record, so it agrees with ``best.ckpt`` (also after
     a resume, and a branch starts it afresh with its own ``best.ckpt``); under DDP the best over the
@@ -49,6 +56,19 @@ class BestCheckpoint(RunCheckpoint):
     ``ModelCheckpoint.state_key``), so a ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never
     takes its place.
     """
+
+    def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Refuse a step or time trigger with a monitor that validation logs (see the class)."""
+        super().setup(trainer, pl_module, stage)
+        trigger = private.step_or_time_trigger(self)
+        if stage == "fit" and trigger is not None and str(self.monitor).startswith("val"):
+            raise ConfigError(
+                f"--checkpoint.{trigger}: best.ckpt is scored by {self.monitor}, which only a validation "
+                "computes, so a checkpoint between validations would be scored with an earlier validation's "
+                "value, of other weights. best.ckpt is considered after every validation already "
+                "(--trainer.val_check_interval=N validates every N steps); for a periodic resumable "
+                f"checkpoint use --last_checkpoint.{trigger}."
+            )
 
     def on_sanity_check_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Stop before training when validation did not log a ``val...`` monitor (a monitor of training,
@@ -133,12 +153,29 @@ class EarlyStoppingMonitorCheck(Callback):
 
 
 class LastCheckpoint(RunCheckpoint):
-    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
-    (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` (``runwright/defaults.yaml`` sets
+    ``monitor: null``, ``save_top_k: 1``, ``filename: last``), never scored: at the end of every epoch
+    (every ``every_n_epochs``-th), also when validation runs within epochs (``val_check_interval``;
+    Lightning then saves only after validations), or with ``every_n_train_steps=N`` /
+    ``train_time_interval`` every N training steps / that often instead; and in every case at the end
+    of the run, so that ``last.ckpt`` is always the run's last step. ``every_n_epochs=0`` alone turns
+    it off.
 
     Its state key starts with its class name (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint``
     with the same settings (e.g. one that keeps every epoch) can be added next to it.
     """
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step."""
+        super().on_train_epoch_end(trainer, pl_module)
+        if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+            private.save_unless_saved(self, trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save the run's last step, unless saved at it (or turned off)."""
+        super().on_train_end(trainer, pl_module)
+        if self.every_n_epochs or private.step_or_time_trigger(self) is not None:
+            private.save_unless_saved(self, trainer)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -16,7 +16,7 @@ import torch
 from jsonargparse import Namespace
 from jsonargparse._typehints import get_all_subclass_paths
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import WeightAveraging
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.tuner import lr_finder
 from torch.optim.swa_utils import AveragedModel
@@ -33,6 +33,11 @@ PRIVATE_ATTRIBUTES = (
     ("_TrainingEpochLoop", "_broadcast_sigterm_tensor", "rank 0's stop request, broadcast every batch"),
     ("Trainer", "_signal_connector", "Lightning's SIGTERM handling, whose handler the engine replaces"),
     ("_SignalConnector", "_sigterm_notifier_fn", "Lightning's SIGTERM handler: a collective inside it hangs"),
+    ("ModelCheckpoint", "_every_n_train_steps", "whether a checkpoint saves every N steps"),
+    ("ModelCheckpoint", "_train_time_interval", "whether a checkpoint saves every so often"),
+    ("ModelCheckpoint", "_should_skip_saving_checkpoint", "whether it saved at this step (or must not save)"),
+    ("ModelCheckpoint", "_save_topk_checkpoint", "save last.ckpt at the run's end, as its triggers save it"),
+    ("ModelCheckpoint", "_monitor_candidates", "the values a save formats and scores"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
     ("jsonargparse._typehints", "adapt_typehints", "typehint, return_type, val_class: a class, its bases"),
@@ -120,6 +125,23 @@ def broadcast_stop_request(
             raise stop(int(signum.item()))
 
     loop._broadcast_sigterm_tensor = broadcast  # type: ignore[method-assign]
+
+
+def step_or_time_trigger(checkpoint: ModelCheckpoint) -> str | None:
+    """``"every_n_train_steps=N"`` or ``"train_time_interval=..."`` when ``checkpoint`` saves on one of
+    those triggers (every N training steps, or once that much time passed), else ``None``."""
+    if checkpoint._every_n_train_steps:
+        return f"every_n_train_steps={checkpoint._every_n_train_steps}"
+    if checkpoint._train_time_interval is not None:
+        return f"train_time_interval={checkpoint._train_time_interval}"
+    return None
+
+
+def save_unless_saved(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
+    """Save ``checkpoint``'s file now, as its triggers save it, unless it saved at this step already (or
+    must not save now: outside ``fit``, in the sanity check, with ``fast_dev_run``)."""
+    if not checkpoint._should_skip_saving_checkpoint(trainer):
+        checkpoint._save_topk_checkpoint(trainer, checkpoint._monitor_candidates(trainer))
 
 
 def align_logger_step(trainer: Trainer) -> None:

@@ -84,8 +84,10 @@ class ExactResume(Callback):
         self._warned = False
         self._resume_state: dict[str, Any] | None = None
         self._saved_schedulers: int | None = None
-        # the number of processes of the checkpoint being resumed, if it is of the middle of an epoch
+        # the number of processes of the checkpoint being resumed, if it is of the middle of an epoch;
+        # whether it had another number of processes (its training-loader state then dropped)
         self._saved_mid_epoch_world_size: int | None = None
+        self._other_world_size = False
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
@@ -130,7 +132,8 @@ class ExactResume(Callback):
         if state.get("batch_size") is not None or state.get("mid_epoch"):
             self._saved_mid_epoch_world_size = saved
         fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
-        if saved is not None and saved != trainer.world_size:
+        self._other_world_size = saved is not None and saved != trainer.world_size
+        if self._other_world_size:
             fit_loop.pop("combined_loader", None)
         elif (ranks := state.get("ranks")) is not None:
             own = ranks[trainer.global_rank]
@@ -151,20 +154,25 @@ class ExactResume(Callback):
                 "the run's own model.lr_scheduler, or start a new run from its weights (--init_from)."
             )
         if processes is not None and trainer.ckpt_path is not None and processes != trainer.world_size:
+            saved_processes, now_processes = (
+                f"{n} process{'es' * (n != 1)}" for n in (processes, trainer.world_size)
+            )
             raise ConfigError(
                 f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
-                f"{processes} process(es), each at its place in its own share of the data, but this fit runs "
-                f"{trainer.world_size}; the epoch could not continue where it stopped. Resume with "
-                f"{processes} process(es) (--trainer.devices, --trainer.num_nodes), or from a checkpoint of "
-                "an epoch's end, or start a new run from its weights (--init_from)."
+                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
+                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
+                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
+                "epoch's end, or start a new run from its weights (--init_from)."
             )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """In a resumed run: load loader state a too-early ``setup_data`` missed, restore the
-        checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
-        previous epoch's last batch its seeds and its own iterator."""
-        if private.load_missed_loader_state(trainer):  # a finished epoch: the next starts afresh
-            private.new_epoch_iterator(trainer)
+        """In a resumed run: load loader state a too-early ``setup_data`` missed (or, after a checkpoint of
+        another number of processes, start the epoch with a new iterator), restore the checkpoint's
+        generator states, and give an epoch that starts right after a checkpoint of the previous epoch's
+        last batch its seeds and its own iterator."""
+        if private.load_missed_loader_state(trainer) or self._other_world_size:
+            private.new_epoch_iterator(trainer)  # a finished epoch: the next starts afresh
+        self._other_world_size = False
         self._align_step = trainer.ckpt_path is not None
         self._batch_size = now = getattr(trainer.train_dataloader, "batch_size", None)
         state, self._resume_state = self._resume_state, None
@@ -383,11 +391,13 @@ def worker_init(worker_id: int, then: Callable[[int], None] | None = None) -> No
     its workers down; a worker killed by one fails the batch being read): SIGINT is ignored, and so is
     a SIGTERM that the worker's parent did not send (a thread waits for SIGTERM, blocked in the others;
     the parent's, sent when it exits or gives up on a worker, ends the worker as torch's own handler
-    does). Then ``then(worker_id)``, or the seeding Lightning adds after ``seed_everything(workers=True)``
+    does; where Python cannot wait for a signal's sender, not Linux, SIGTERM is left to torch). Then
+    ``then(worker_id)``, or the seeding Lightning adds after ``seed_everything(workers=True)``
     (``pl_worker_init_function``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    threading.Thread(target=_exit_on_parents_sigterm, args=(os.getppid(),), daemon=True).start()
+    if hasattr(signal, "sigwaitinfo") and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_exit_on_parents_sigterm, args=(os.getppid(),), daemon=True).start()
     if then is not None:
         then(worker_id)
     elif int(os.environ.get("PL_SEED_WORKERS", 0)):
