@@ -21,7 +21,16 @@ import optuna
 import pytest
 import yaml
 from slurm_cluster import SlurmCluster
-from support import ENGINE_ROOT, ENGINE_TESTS, assert_same_weights, ckpt_weights, hashes, main, run_main
+from support import (
+    ENGINE_ROOT,
+    ENGINE_TESTS,
+    FAST,
+    assert_same_weights,
+    ckpt_weights,
+    hashes,
+    main,
+    run_main,
+)
 
 from runwright.errors import RunExistsError
 from runwright.runs import RUN_DIR_ENV, create_run_dir
@@ -137,6 +146,69 @@ def test_a_job_slurm_refuses_is_one_error_line_and_leaves_no_folder(
     assert code == 2 and len(err.splitlines()) == 1 and "submit needs SLURM's sbatch on the PATH" in err
     assert not (workdir / "logs").exists(), "no run folder"
     assert slurm_cluster.run("squeue", "-h").stdout == "", "no job left behind"
+
+
+def test_submit_sweep_is_a_job_array_of_one_process_workers_on_a_journal_file(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--dry_run`` (no cluster needed): the script, and nothing created; SQLite and several processes
+    per worker are refused with one line."""
+    sweep = workdir / "arr.yaml"
+    sweep.write_text((ENGINE_TESTS / "fixture_sweep.yaml").read_text())
+    args = ["submit", "sweep", "--config", str(sweep), "--workers=3", "--slurm.gpus_per_node=1", "--dry_run"]
+    code, script, err = run_main(args, capsys)
+    assert code == 0, err
+    journal = workdir / "logs" / "arr_sweep" / "optuna.journal"
+    assert "#SBATCH --array=0-2\n" in script and "#SBATCH --ntasks-per-node=1\n" in script
+    assert f"#SBATCH --output={workdir / 'logs' / 'arr_sweep'}/slurm-%A_%a.out\n" in script
+    srun = next(line for line in script.splitlines() if line.startswith("srun "))
+    assert f" sweep --config {sweep} --workers=3 " in srun and srun.endswith(
+        f"--storage=journal:{journal} --workers=1 &"
+    )
+    assert not (workdir / "logs").exists()
+    for bad, reason in {
+        "--storage=sqlite:///x.db": "SQLite is not safe on a shared (network) file system",
+        "--slurm.tasks_per_node=2": "each worker is one process on one node",
+    }.items():
+        code, _, err = run_main([*args, bad], capsys)
+        assert code == 2 and len(err.splitlines()) == 1 and reason in err, err
+    assert not (workdir / "logs").exists()
+
+
+def test_the_same_command_again_in_a_job_continues_its_run_and_after_its_end_does_nothing(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a requeued job (or a second ``srun`` line of the same command) does, in this process as task 0
+    of job 5: the first run is stopped at its first step (Ctrl-C, as a preemption stops it), the same
+    command continues it from its last.ckpt in the job's folder, and a third one does nothing."""
+    import signal
+
+    for key, value in {"SLURM_JOB_ID": "5", "SLURM_PROCID": "0", "SLURM_CLUSTER_NAME": "c"}.items():
+        monkeypatch.setenv(key, value)
+    previous = signal.getsignal(signal.SIGUSR1)
+    command = ["fit", *FAST, "--trainer.max_epochs=2", "--trainer.limit_val_batches=1"]
+    stop = [
+        "--trainer.callbacks+=helpers.SignalAt",
+        "--trainer.callbacks.epoch=0",
+        "--trainer.callbacks.batch=0",
+    ]
+    try:
+        code, _, err = run_main([*command, *stop], capsys)
+        run = workdir / "logs" / "slurm-5"
+        assert code == 130 and (run / "checkpoints" / "last.ckpt").is_file(), err
+        code, out, err = run_main(command, capsys)
+        assert code == 0 and f"--ckpt_path: {run / 'checkpoints' / 'last.ckpt'}" in out, err
+        assert load_step(run / "checkpoints" / "last.ckpt") == 4 and (run / "slurm-finished").is_file()
+        assert [p.name for p in (workdir / "logs").iterdir()] == ["slurm-5"]
+        before = hashes(run)
+        code, out, err = run_main(command, capsys)
+        assert (code, out) == (
+            0,
+            f"The run of this job, {run}, ended already (global_step=4, epoch=2): nothing to do\n",
+        )
+        assert hashes(run) == before
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
 
 
 # ---------------------------------------------------------------------------- preemption and requeue

@@ -26,6 +26,7 @@ from jsonargparse.typing import NonNegativeInt, PositiveInt
 
 from ..cli import ALL_SUBCOMMANDS, EXTRA_COMMANDS, ProjectCLI
 from ..errors import ConfigError, first_line
+from ..project import missing_modules
 from ..slurm import OWNER_FILE
 
 #: The commands that run as one task per process under ``srun`` (Lightning's ``SLURMEnvironment``):
@@ -236,6 +237,11 @@ def main(args: list[str], package: str) -> None:
         raise ConfigError(f"submit: name the command to run: python -m {package} submit fit --config ...")
     if command[0] == "submit" or command[0] not in (*ALL_SUBCOMMANDS, *EXTRA_COMMANDS):
         raise ConfigError(f"submit: no command `{command[0]}` to submit (e.g. fit, test, sweep)")
+    extra = EXTRA_COMMANDS.get(command[0], ("", "", None))[2]
+    if extra and (missing := missing_modules(extra)):
+        raise ConfigError(
+            f"{command[0]} needs the engine's {extra!r} extra ({', '.join(missing)} not installed)"
+        )
     if command[0] == "sweep":
         from .sweep import submit_sweep
 
