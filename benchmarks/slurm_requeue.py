@@ -5,12 +5,12 @@ median over N preemptions of one job.
     python benchmarks/slurm_requeue.py --preemptions 5                 # on a test cluster it starts
     python benchmarks/slurm_requeue.py --preemptions 5 --cluster here  # on the cluster of SLURM_CONF
 
-The job is ``python -m project submit fit --slurm configs/slurm/cpu.yaml`` (2 CPU processes, DDP over
-gloo; the default experiment and logger, W&B offline) with a callback (``Clock`` below) that prints the
-time of each attempt's first training step and, on rank 0, sends the batch script the warning signal
-(``scancel --signal=USR1 --batch``, as SLURM does before the time limit) at a later step of each attempt
-but the last. The batch script prints the times of its start, of the warning and of the tasks' stop.
-The test cluster is ``engine/tests/slurm_cluster.py`` (template repo): one node, and a requeued job
+The job is ``python -m project submit fit --slurm configs/slurm/cpu.yaml``
+(2 CPU processes, DDP over gloo; the default experiment and logger, W&B offline) with a callback
+(``Clock`` below) that prints the time of each attempt's first training step and, on rank 0, sends the
+batch script the warning signal (``scancel --signal=USR1 --batch``, as SLURM does before the time
+limit) at a later step of each attempt but the last. The batch script prints the times of its start, of
+the warning and of the tasks' stop. The test cluster is ``engine/tests/slurm_cluster.py`` (template repo): one node, and a requeued job
 waits its ``cred_expire`` of 5 s (SLURM's minimum; 120 s by default) before it starts again, which is
 reported apart.
 """
@@ -54,7 +54,8 @@ class Clock(Callback):
 def measure(preemptions: int, env: dict[str, str], logs: Path) -> dict[str, list[float]]:
     """Submit the job, wait for its end, and read the times its output recorded."""
     steps = [15 * (index + 1) for index in range(preemptions)]
-    command = [sys.executable, "-m", "project", "submit", "fit", "--slurm", "configs/slurm/cpu.yaml"]
+    command = [sys.executable, "-m", "project", "submit", "fit"]
+    command += ["--slurm", "configs/slurm/cpu.yaml"]
     command += [f"--logs_dir={logs}", "--trainer.max_epochs=20", "--trainer.enable_progress_bar=false"]
     command += ["--trainer.callbacks+=benchmarks.slurm_requeue.Clock", f"--trainer.callbacks.steps={steps}"]
     out = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True).stdout
