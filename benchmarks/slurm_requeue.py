@@ -7,12 +7,12 @@ median over N preemptions of one job.
 
 The job is ``python -m project submit fit --slurm configs/slurm/cpu.yaml``
 (2 CPU processes, DDP over gloo; the default experiment and logger, W&B offline) with a callback
-(``Clock`` below) that prints the time of each attempt's first training step and, on rank 0, sends the
-batch script the warning signal (``scancel --signal=USR1 --batch``, as SLURM does before the time
-limit) at a later step of each attempt but the last. The batch script prints the times of its start, of
-the warning and of the tasks' stop. The test cluster is ``engine/tests/slurm_cluster.py`` (template repo): one node, and a requeued job
-waits its ``cred_expire`` of 5 s (SLURM's minimum; 120 s by default) before it starts again, which is
-reported apart.
+(``Clock`` below) that prints the time of each attempt's first training step and, on rank 0, sends
+the batch script the warning signal (``scancel --signal=USR1 --batch``, as SLURM does before the
+time limit) at a later step of each attempt but the last. The batch script prints the times of its
+start, of the warning and of the tasks' stop. The test cluster is ``engine/tests/slurm_cluster.py``
+(template repo): one node, and a requeued job waits its ``cred_expire`` of 5 s (SLURM's minimum;
+120 s by default) before it starts again, which is reported apart.
 """
 
 from __future__ import annotations
