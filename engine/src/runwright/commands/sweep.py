@@ -37,6 +37,8 @@ from ..runs import write_atomically
 #: Set by rank 0 of a DDP trial for the processes Lightning starts: the trial and its fit arguments (JSON).
 TRIAL_ENV = "RUNWRIGHT_SWEEP_TRIAL"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+#: The system attribute of a trial stopped by a preemption: its ``last.ckpt``, where its retry goes on.
+RESUME_FROM = "resume_from"
 #: A worker stops after this many failed trials in a row (e.g. an objective metric that is never logged).
 MAX_FAILURES = 5
 
@@ -299,15 +301,14 @@ class SweepCLI(ProjectCLI):
         return False
 
     def resume_args(self, trial_id: int) -> list[str]:
-        """For a trial that retries an earlier one (its worker was preempted, or killed), ``--ckpt_path``
-        of the ``last.ckpt`` of the latest attempt that left one, so that it goes on from there in its own
-        run folder; else nothing."""
-        history = self.storage.get_trial(trial_id).system_attrs.get("retry_history") or []
-        for number in reversed(history):
-            last = self.folder.parent / f"{self.name}_trial{number:03d}" / "checkpoints" / "last.ckpt"
-            if last.is_file():
-                print(f"trial {self.number} retries trial {number} from {last}", flush=True)
-                return [f"--ckpt_path={last}"]
+        """For the retry of a trial that a preemption stopped (SIGTERM: it saved ``last.ckpt`` and was given
+        back), ``--ckpt_path`` of that checkpoint, so that it goes on from there in its own run folder; else
+        nothing (a killed worker's trial starts again)."""
+        trial = self.storage.get_trial(trial_id)
+        if (last := trial.system_attrs.get(RESUME_FROM)) and Path(last).is_file():
+            retried = trial.system_attrs.get("retry_history", ["?"])[-1]
+            print(f"trial {trial.number} retries trial {retried} from {last}", flush=True)
+            return [f"--ckpt_path={last}"]
         return []
 
     def objective(self, trial: optuna.Trial) -> float:
@@ -339,6 +340,9 @@ class SweepCLI(ProjectCLI):
             message = "interrupted" if interrupted else " ".join(f"{type(error).__name__}: {error}".split())
             with contextlib.suppress(Exception):  # (failed from outside meanwhile: it cannot be set)
                 trial.set_user_attr("error", message)
+                last = Path(trial.user_attrs["run_dir"]) / "checkpoints" / "last.ckpt"
+                if self.preempted and last.is_file():  # its retry (a copy) goes on from here
+                    self.storage.set_trial_system_attr(trial_id, RESUME_FROM, str(last))
             if interrupted:
                 raise KeyboardInterrupt from None
             raise
