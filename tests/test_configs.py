@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import CONFIGS
+import yaml
+from support import CONFIGS, PACKAGE, run_main
 
-# sweep configs are not fit configs: the sweep's own test checks them.
-ALL_CONFIGS = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if p.parent.name != "sweep")
+# sweep and SLURM configs are not fit configs: the sweep's own test checks them, and
+# test_slurm_presets_print_a_batch_script the SLURM presets.
+ALL_CONFIGS = sorted(
+    str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.yaml") if p.parent.name not in ("sweep", "slurm")
+)
 
 #: Settings that need a GPU or several processes, replaced so the rest of the file runs here.
 CPU_SWAP = [
@@ -80,3 +84,24 @@ def test_config_runs_a_fast_fit(name: str, run_cli: Any, request: pytest.Fixture
     cli = run_cli(*args, "--trainer.fast_dev_run=false")
     assert cli.trainer.state.finished, name
     assert (cli.run_dir / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (CONFIGS / "slurm").glob("*.yaml")))
+def test_slurm_presets_print_a_batch_script(
+    name: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``submit fit --slurm configs/slurm/<preset> --dry_run``: the batch script of the default experiment
+    with the preset's resources, one process per device and the warning signal to the batch shell;
+    nothing is written (the engine's tests have a real SLURM accept each preset's script)."""
+    preset = yaml.safe_load((CONFIGS / "slurm" / name).read_text())
+    code, out, err = run_main(
+        ["submit", "fit", "--slurm", str(CONFIGS / "slurm" / name), "--dry_run"], capsys
+    )
+    assert code == 0, err
+    tasks = preset.get("tasks_per_node") or preset.get("gpus_per_node") or 1
+    assert f"#SBATCH --nodes={preset['nodes']}\n" in out and f"#SBATCH --ntasks-per-node={tasks}\n" in out
+    assert f"#SBATCH --signal=B:USR1@{preset['warning']}\n" in out and "#SBATCH --requeue\n" in out
+    srun = next(line for line in out.splitlines() if line.startswith("srun "))
+    assert f" -m {PACKAGE} fit " in srun
+    assert srun.endswith(f"--trainer.devices={tasks} --trainer.num_nodes={preset['nodes']} &")
+    assert not list(workdir.iterdir()), "a dry run writes nothing"

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+#: The session fixture ``slurm_cluster``: a real single-node SLURM cluster (slurm_cluster.py).
+pytest_plugins = ["slurm_cluster"]
+
 if TYPE_CHECKING:  # (imported by the fixtures: pytest-xdist's controller process runs no test)
     from runwright.cli import ProjectCLI
 

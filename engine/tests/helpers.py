@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -299,16 +300,72 @@ class ColorImages(TinyImages):
 
 
 class SignalAt(Callback):
-    """Send this process SIGINT (as Ctrl-C does) at the end of training batch ``batch`` of ``epoch``."""
+    """Send SIGINT (as Ctrl-C does) or ``signum`` (``"SIGTERM"``) at the end of training batch ``batch`` of
+    ``epoch``, or with ``batch=-1`` at the end of the epoch (after its validation); rank 0 sends it, to
+    itself (the main process) or, with ``group``, to its whole process group (as a scheduler or Ctrl-C
+    does: every DDP process and DataLoader worker). A group must be the run's own: started in a new
+    session, as :func:`support.start_module` does with ``new_session``."""
 
-    def __init__(self, epoch: int = 0, batch: int = 0) -> None:
+    def __init__(self, epoch: int = 0, batch: int = 0, signum: str = "SIGINT", group: bool = False) -> None:
         self.epoch, self.batch = epoch, batch
+        self.signum, self.group = signal.Signals[signum], group
+
+    def _send(self, trainer: Trainer) -> None:
+        if not trainer.is_global_zero:
+            return
+        if not self.group:
+            os.kill(os.getpid(), self.signum)
+            return
+        assert os.getpgid(0) == os.getpid(), "the run must lead its own process group (a new session)"
+        os.killpg(0, self.signum)
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if (trainer.current_epoch, batch_idx) == (self.epoch, self.batch):
-            os.kill(os.getpid(), signal.SIGINT)
+            self._send(trainer)
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if (trainer.current_epoch, -1) == (self.epoch, self.batch):
+            self._send(trainer)
+
+
+class SlurmSignalAt(Callback):
+    """In a SLURM job, rank 0 sends the job's batch script the preemption warning (``scancel
+    --signal=USR1 --batch <job>``, as SLURM sends it before the time limit) at the end of global step
+    ``steps[SLURM_RESTART_COUNT]`` (one step per attempt of the job; none after the last); with
+    ``array_task``, only in that task of a job array. A run without it trains the same (it draws no
+    random numbers)."""
+
+    def __init__(self, steps: list[int], array_task: int | None = None) -> None:
+        self.steps, self.array_task = steps, array_task
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if self.array_task is not None and os.environ.get("SLURM_ARRAY_TASK_ID") != str(self.array_task):
+            return
+        if (
+            trainer.is_global_zero
+            and attempt < len(self.steps)
+            and trainer.global_step == self.steps[attempt]
+        ):
+            subprocess.run(["scancel", "--signal=USR1", "--batch", os.environ["SLURM_JOB_ID"]], check=True)
+
+
+class KillAt(SlurmSignalAt):
+    """Every process SIGKILLs itself (a node failure: no warning, nothing saved) at the end of global step
+    ``steps[SLURM_RESTART_COUNT]``, as :class:`SlurmSignalAt` picks it."""
+
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        attempt = int(os.environ.get("SLURM_RESTART_COUNT", "0"))
+        if self.array_task is not None and os.environ.get("SLURM_ARRAY_TASK_ID") != str(self.array_task):
+            return
+        if attempt < len(self.steps) and trainer.global_step == self.steps[attempt]:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 class OneCycleClassifier(TinyClassifier):

@@ -122,16 +122,26 @@ def run_main(args: Sequence[str], capsys: pytest.CaptureFixture[str]) -> tuple[i
     return (code if isinstance(code, int) else int(code is not None)), out, err
 
 
-def start_module(args: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_module(
+    args: Sequence[str], cwd: Path, env: dict[str, str] | None = None, new_session: bool = False
+) -> subprocess.Popen[str]:
     """Start ``python -m fixture_task ARGS`` in ``cwd`` as :func:`run_module` does, without waiting
-    (for a test that signals it); stdout and stderr are pipes. Wait for it with a timeout."""
+    (for a test that signals it); stdout and stderr are pipes. Wait for it with a timeout. With
+    ``new_session`` it leads a process group of its own (its processes, as a scheduler's job): signal
+    that group with ``os.killpg(process.pid, ...)``."""
     paths = [str(ENGINE_TESTS), os.environ.get("PYTHONPATH", "")]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     full_env.pop(RUN_DIR_ENV, None)
     command = [sys.executable, "-m", PACKAGE, *args]
     return subprocess.Popen(
-        command, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_session,
     )
 
 

@@ -5,6 +5,7 @@ plain lines whichever progress bar the config chose, and under DDP, or with a mo
 from __future__ import annotations
 
 import csv
+import os
 import re
 from pathlib import Path
 
@@ -85,3 +86,22 @@ def test_a_ddp_fit_with_a_module_that_imports_pytorch_lightning_prints_what_one_
         samples = float(row["train/samples_per_sec"]) * float(row["train/epoch_time_sec"])
         assert samples == pytest.approx(128, rel=1e-5), row
     assert all(float(r["memory/rss_mib"]) > 0 for r in rows if r["memory/rss_mib"])
+
+
+def test_a_machine_with_srun_on_the_path_prints_the_quiet_console(tmp_path: Path) -> None:
+    """Every SLURM login node has ``srun`` on the PATH: a command started there without ``srun`` (so not a
+    SLURM job) printed Lightning's "The `srun` command is available on your system but is not used" hint.
+    A fake ``srun`` on the PATH of a fresh interpreter, as on such a node."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    no_job = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    result = run_module(["fit", *FAST], cwd=tmp_path, env=env, base_env=no_job, timeout=300)
+    assert result.stderr == ""
+    (run,) = run_dirs(tmp_path / "logs")
+    assert normalized(result.stdout) == [
+        f"Run folder: {run}",
+        f"Best checkpoint (val/acc=V): {run}/checkpoints/best.ckpt",
+    ]

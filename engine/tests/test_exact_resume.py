@@ -26,7 +26,7 @@ from support import (
     weights,
 )
 
-from runwright.errors import ConfigError
+from runwright.errors import ConfigError, TrainingInterrupted
 
 #: 3 epochs of 4 batches (12 steps), dropout on; shuffling and augmentation are on by default.
 RUN = ["--trainer.max_epochs=3", "--trainer.limit_train_batches=4", "--model.backbone.dropout=0.3"]
@@ -274,3 +274,64 @@ def test_a_mid_epoch_resume_with_another_batch_size_is_refused_and_one_from_an_e
         other = run_cli(*args, f"--run_name={name}", ckpt_path, "--data.batch_size=8")
         assert other.trainer.global_step == 8
         assert [epoch for epoch, _, _ in metric_rows(other.run_dir, "val/loss")] == [1]
+
+
+def test_a_periodic_checkpoint_is_last_ckpt_and_best_is_scored_by_its_own_validation(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """``--checkpoint.every_n_train_steps`` scored step checkpoints with the previous validation's
+    ``val/acc`` (of other weights), so ``--ckpt_path best`` took a step whose score was not the best
+    logged: refused (one line naming the periodic option that works, no folder left). With
+    ``--last_checkpoint.every_n_train_steps`` last.ckpt is written every N steps and is the run's last
+    step at its end, and best.ckpt is the validation with the best ``val/acc`` logged."""
+    args = [
+        "fit",
+        "--trainer.max_epochs=4",
+        "--trainer.limit_train_batches=6",
+        "--trainer.limit_val_batches=2",
+    ]
+    with pytest.raises(
+        ConfigError, match=r"--checkpoint.every_n_train_steps=5: best.ckpt is scored by val/acc"
+    ):
+        run_cli(*args, "--checkpoint.every_n_train_steps=5", "--run_name=refused")
+    assert not (workdir / "logs/refused").exists()
+    cli = run_cli(*args, "--last_checkpoint.every_n_train_steps=5", "--run_name=run")
+    folder = cli.run_dir / "checkpoints"
+    assert torch.load(folder / "last.ckpt", weights_only=True)["global_step"] == 24  # (not 20)
+    scores = metric_rows(cli.run_dir, "val/acc")
+    step, score = max(((s, v) for _, s, v in scores), key=lambda row: row[1])  # the first best
+    best = torch.load(folder / "best.ckpt", weights_only=True)
+    assert best["global_step"] == step + 1  # (validation logs at its last training batch's step)
+    assert float(cli.trainer.checkpoint_callback.best_model_score) == pytest.approx(score)
+    assert metric_rows(cli.run_dir, "val/acc_best")[-1][2] == pytest.approx(score)
+
+
+def test_last_ckpt_is_the_runs_last_step_when_validation_runs_within_epochs(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """``--trainer.val_check_interval=2`` on 3 batches an epoch: Lightning saves after validations only
+    (steps 2 and 5); last.ckpt is the end of every epoch too, so the run's last step."""
+    cli = run_cli(
+        "fit", "--trainer.max_epochs=2", "--trainer.limit_train_batches=3", "--trainer.val_check_interval=2"
+    )
+    assert torch.load(cli.run_dir / "checkpoints/last.ckpt", weights_only=True)["global_step"] == 6
+
+
+def test_a_signal_at_an_epochs_last_batch_stops_after_that_epochs_validation_and_resumes_exactly(
+    run_cli: RunCLI, workdir: Path
+) -> None:
+    """One process, Ctrl-C during an epoch's last batch: the epoch's validation and end run first and
+    training stops at the end of the next epoch's first batch (stopping at once saved a checkpoint from
+    which the resumed run skipped that validation); the resumed run logs every validation and ends
+    bit-identical (and logs every step's ``train/loss`` but the one of the step it stopped at: the
+    stated limit of a stop at a batch's end on one process)."""
+    args = ["fit", *RUN, "--trainer.limit_val_batches=2"]
+    full = run_cli(*args, "--run_name=full")
+    with pytest.raises(TrainingInterrupted, match=r"epoch 2/3 \(step 5\)"):
+        run_cli(
+            *args, "--run_name=run", "--trainer.callbacks+=helpers.SignalAt", "--trainer.callbacks.batch=3"
+        )
+    resumed = run_cli(*args, "--run_name=run", "--ckpt_path=last")
+    assert_same_weights(weights(full), weights(resumed))
+    assert metric_rows(resumed.run_dir, "val/loss") == metric_rows(full.run_dir, "val/loss")
+    assert step_losses(resumed.run_dir) == {s: v for s, v in step_losses(full.run_dir).items() if s != 4}

@@ -5,6 +5,9 @@ holds, so an upgrade that renames or changes one fails here, loudly, instead of 
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +18,14 @@ from fixture_task import TinyImages
 from helpers import SyncDistClassifier
 from jsonargparse import ArgumentParser
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.callbacks import EMAWeightAveraging
+from lightning.pytorch.callbacks import EMAWeightAveraging, ModelCheckpoint
+from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+from lightning.pytorch.trainer.connectors.signal_connector import _SignalConnector
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from support import RunCLI, every_step, metric_rows
 
 from runwright import private
+from runwright.callbacks import Interruption
 from runwright.cli import ProjectCLI
 from runwright.private import PRIVATE_ATTRIBUTES, synced_logs
 
@@ -44,7 +51,12 @@ def test_every_private_attribute_exists_in_the_installed_lightning(run_cli: RunC
         "jsonargparse._util": importlib.import_module("jsonargparse._util"),
         "lightning.pytorch.tuner.lr_finder": importlib.import_module("lightning.pytorch.tuner.lr_finder"),
         "WeightAveraging": EMAWeightAveraging(),
+        "_SignalConnector": trainer._signal_connector,
+        "ModelCheckpoint": ModelCheckpoint(),
         "torch._inductor.cpp_builder": importlib.import_module("torch._inductor.cpp_builder"),
+        "optuna.storages._heartbeat": importlib.import_module("optuna.storages._heartbeat"),
+        "BaseHeartbeat": importlib.import_module("optuna.storages._heartbeat").BaseHeartbeat,
+        "FrozenTrial": importlib.import_module("optuna").trial.create_trial(value=1.0),
     }
     assert (type(fit_loop).__name__, type(fit_loop.epoch_loop).__name__) == ("_FitLoop", "_TrainingEpochLoop")
     for owner, attribute, why in PRIVATE_ATTRIBUTES:
@@ -112,6 +124,40 @@ def test_the_loggers_step_after_a_resume_at_max_steps_is_the_global_step(run_cli
     run_cli("fit", *steps, "--trainer.max_steps=8", "--ckpt_path=last")
     logged = [step for _, step, _ in metric_rows(first.run_dir, "train/loss")]
     assert logged == [step for _, step, _ in metric_rows(straight.run_dir, "train/loss")] == list(range(8))
+
+
+class RecordSigterm(Callback):
+    """Sends this process SIGTERM at the end of the first training batch and records, when training
+    stops, whether Lightning's own SIGTERM flag was set and which signal the engine's flag holds."""
+
+    seen: list[tuple[bool, int]] = []
+
+    def on_train_batch_end(self, trainer: Trainer, *args: Any) -> None:
+        if trainer.global_step == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        interruption = next(cb for cb in trainer.callbacks if isinstance(cb, Interruption))  # type: ignore[attr-defined]
+        RecordSigterm.seen.append((trainer.received_sigterm, interruption.requested))
+
+
+def test_sigterm_in_fit_is_the_engines_handler_and_lightnings_stop_broadcast_carries_it(
+    run_cli: RunCLI,
+) -> None:
+    """``_SignalConnector._sigterm_notifier_fn``: the SIGTERM handler Lightning registers in ``fit`` is the
+    engine's (it sets the engine's flag; Lightning's, whose handler broadcasts, stays unset), and it is
+    given back after the fit. ``_TrainingEpochLoop._broadcast_sigterm_tensor``: under DDP Lightning calls
+    it at the start of every training batch (the DDP runs themselves: test_ddp_resume.py)."""
+    RecordSigterm.seen.clear()
+    with pytest.raises(SIGTERMException):
+        run_cli(
+            "fit", "--trainer.limit_train_batches=3", "--trainer.callbacks+=test_private_apis.RecordSigterm"
+        )
+    assert RecordSigterm.seen == [(False, signal.SIGTERM)]
+    assert signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None)
+    assert "self._sigterm_notifier_fn" in inspect.getsource(_SignalConnector.register_signal_handlers)
+    advance = inspect.getsource(_TrainingEpochLoop.advance)
+    assert advance.index("self._broadcast_sigterm_tensor()") < advance.index("next(data_fetcher)")
 
 
 def test_the_engine_names_its_private_attributes_in_one_module() -> None:

@@ -22,9 +22,10 @@ from typing import Any
 
 import optuna
 import pytest
+import torch
 import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
-from support import ENGINE_TESTS, main, metric_rows, project_cli, run_module
+from support import ENGINE_TESTS, main, metric_rows, project_cli, run_main, run_module
 
 from runwright.runs import RUN_DIR_ENV
 
@@ -425,6 +426,67 @@ def test_ddp_trials_are_one_trial_per_job_each_with_its_own_value(workdir: Path)
         trials[2].state.name == "PRUNED"
         and len(metric_rows(Path(trials[2].user_attrs["run_dir"]), "val/acc")) == 1
     )
+
+
+# ------------------------------------------------------------------------------ the journal file
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning", "ignore:Heartbeat of storage")
+def test_a_journal_trial_without_heartbeats_is_failed_and_queued_again(workdir: Path) -> None:
+    """``--storage journal:FILE`` has Optuna's heartbeats too (``private.journal_storage``): a running
+    trial whose last heartbeat is older than 2 x ``heartbeat_interval`` (its worker killed) is failed by
+    the next worker that looks and queued again with its values; one with a fresh heartbeat is not."""
+    from runwright.commands.sweep import open_storage
+
+    storage = open_storage(f"journal:{workdir / 'study.journal'}", heartbeat_interval=5)
+    study = optuna.create_study(storage=storage, study_name="s")
+    stale, alive = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), study.ask()
+    for trial, age in ((stale, 11), (alive, 1)):
+        storage.set_trial_system_attr(trial._trial_id, f"heartbeat:{trial._trial_id}", time.time() - age)
+    optuna.storages.fail_stale_trials(study)
+    states = [(t.number, t.state.name, t.system_attrs.get("failed_trial")) for t in study.trials]
+    assert states == [(0, "FAIL", None), (1, "RUNNING", None), (2, "WAITING", 0)]
+    assert study.trials[2].params == stale.params
+    with pytest.raises(SystemExit) as stop, pytest.MonkeyPatch.context() as patch:  # SQLite in a SLURM job
+        patch.setenv("SLURM_JOB_ID", "1")
+        patch.setenv("SLURM_PROCID", "0")
+        sweep("--config", str(write_sweep(workdir / "s.yaml")), "--storage=sqlite:///x.db", *TRIAL)
+    assert stop.value.code == 2 and not (workdir / "logs").exists()
+
+
+# ------------------------------------------------------------------------- workers on one machine
+def test_workers_share_out_the_gpus_and_a_trial_asking_more_stops_with_one_line(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runwright.commands.sweep import worker_devices
+    from runwright.errors import ConfigError
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,5")
+    assert worker_devices(4) == ["0", "1", "2", "3"] and worker_devices(2) == ["0,1", "2,3"]
+    with pytest.raises(ConfigError, match=r"--workers=6: this machine has 5 GPU\(s\) \(0,1,2,3,5\)"):
+        worker_devices(6)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert worker_devices(3) == [None, None, None], "no GPU: the workers share the CPUs"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # a worker of one GPU
+    config = write_sweep(workdir / "gpus.yaml")
+    code, _, err = run_main(["sweep", "--config", str(config), "--trainer.devices=2", *TRIAL], capsys)
+    assert code == 2 and err.splitlines() == [
+        "error: --trainer.devices=2: a trial asks for 2 GPUs, but this worker has 1 "
+        "(CUDA_VISIBLE_DEVICES=3); ask for at most 1, or run fewer --workers"
+    ]
+    assert not (workdir / "logs").exists()
+
+
+@pytest.mark.slow
+def test_two_workers_on_one_machine_run_trials_at_once(workdir: Path) -> None:
+    config = write_sweep(workdir / "local.yaml", pruner=None)
+    slow = ["--trainer.callbacks+=helpers.SlowDown", "--trainer.callbacks.seconds=0.5"]
+    result = run_module(
+        ["sweep", "--config", str(config), "--n_trials=2", "--workers=2", *TRIAL, *slow], workdir
+    )
+    first, second = stored_trials(workdir / "logs", "local")
+    assert [first.state.name, second.state.name] == ["COMPLETE", "COMPLETE"], result.stdout
+    assert first.datetime_start < second.datetime_complete and second.datetime_start < first.datetime_complete
+    assert "2 finished trial(s) in study 'local'" in result.stdout
 
 
 # ------------------------------------------------------------------------------------- PostgreSQL

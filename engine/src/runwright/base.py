@@ -24,7 +24,7 @@ from torchmetrics import MeanMetric, MetricCollection
 
 from .errors import ConfigError
 from .inputs import PredictInputs
-from .resume import resumable_train_loader
+from .resume import resumable_train_loader, worker_init
 
 #: The defaults of :class:`BaseModule`'s arguments that plain Python use passes as objects.
 PYTHON_DEFAULTS: dict[str, Any] = {"optimizer": torch.optim.AdamW, "lr_scheduler": None}
@@ -357,8 +357,10 @@ class BaseDataModule(LightningDataModule):
         }
         if split != "train":
             # a generator of its own: creating an evaluation iterator (which draws the worker seed) leaves
-            # the global generators, and so the training run's randomness, untouched
-            return DataLoader(dataset, generator=torch.Generator(), **settings)
+            # the global generators, and so the training run's randomness, untouched; workers that outlive
+            # a SIGTERM or Ctrl-C sent to the process group (a validation during fit stops cleanly)
+            init = worker_init if self.num_workers > 0 else None
+            return DataLoader(dataset, generator=torch.Generator(), worker_init_fn=init, **settings)
         if self.shuffle_seed is None:  # the seed_everything value, else a random one
             self.shuffle_seed = int(os.environ.get("PL_GLOBAL_SEED") or random.randrange(2**32))
         # the epoch of the first iterator, which Lightning creates before it calls `set_epoch` (after a

@@ -51,6 +51,12 @@ class BestCheckpoint(RunCheckpoint):
     at the step of the validation it follows; under DDP it is rank 0's record, the one that chose the
     file. Its state key starts with its class name (Lightning's ``ModelCheckpoint.state_key``), so a
     ``ModelCheckpoint`` the user adds in ``trainer.callbacks`` never takes its place.
+
+    A ``val...`` monitor with a step or time trigger (``every_n_train_steps``, ``train_time_interval``)
+    stops ``fit`` with a :class:`~runwright.errors.ConfigError`: between validations such a checkpoint
+    would be scored with the last validation's value, computed on other weights (so ``--ckpt_path
+    best`` could take a step whose score is not the best logged). ``best.ckpt`` is considered after
+    every validation already; a periodic resumable checkpoint is ``LastCheckpoint``'s.
     """
 
     #: The prefix of the logged key: ``best/<monitor>``.
@@ -66,10 +72,20 @@ class BestCheckpoint(RunCheckpoint):
         return None if self.monitor is None else f"{self.PREFIX}{self.monitor}"
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """In a ``fit`` without validation (no ``validation_step``, no val loader, or
-        ``limit_val_batches=0``) a ``val...`` monitor can never be logged: choose by none (``best.ckpt``
-        is then the latest epoch's) and say so in one line."""
+        """Refuse a step or time trigger with a monitor that validation logs (see the class). In a ``fit``
+        without validation (no ``validation_step``, no val loader, or ``limit_val_batches=0``) a
+        ``val...`` monitor can never be logged: choose by none (``best.ckpt`` is then the latest epoch's)
+        and say so in one line."""
         super().setup(trainer, pl_module, stage)
+        trigger = private.step_or_time_trigger(self)
+        if stage == "fit" and trigger is not None and str(self.monitor).startswith("val"):
+            raise ConfigError(
+                f"--checkpoint.{trigger}: best.ckpt is scored by {self.monitor}, which only a validation "
+                "computes, so a checkpoint between validations would be scored with an earlier validation's "
+                "value, of other weights. best.ckpt is considered after every validation already "
+                "(--trainer.val_check_interval=N validates every N steps); for a periodic resumable "
+                f"checkpoint use --last_checkpoint.{trigger}."
+            )
         data, limit = getattr(trainer, "datamodule", None), trainer.limit_val_batches
         if stage == "fit" and str(self.monitor).startswith("val") and not validates(pl_module, data, limit):
             rank_zero_only(print)(
@@ -211,12 +227,29 @@ class EarlyStoppingMonitorCheck(Callback):
 
 
 class LastCheckpoint(RunCheckpoint):
-    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` at the end of every epoch
-    (``runwright/defaults.yaml`` sets ``monitor: null``, ``save_top_k: 1``, ``filename: last``).
+    """The ``ModelCheckpoint`` that writes ``checkpoints/last.ckpt`` (``runwright/defaults.yaml`` sets
+    ``monitor: null``, ``save_top_k: 1``, ``filename: last``), never scored: at the end of every epoch
+    (every ``every_n_epochs``-th), also when validation runs within epochs (``val_check_interval``;
+    Lightning then saves only after validations), or with ``every_n_train_steps=N`` /
+    ``train_time_interval`` every N training steps / that often instead; and in every case at the end
+    of the run, so that ``last.ckpt`` is always the run's last step. ``every_n_epochs=0`` alone turns
+    it off.
 
     Its state key starts with its class name (``LastCheckpoint{...}``), so a user's ``ModelCheckpoint``
     with the same settings (e.g. one that keeps every epoch) can be added next to it.
     """
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step."""
+        super().on_train_epoch_end(trainer, pl_module)
+        if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+            private.save_unless_saved(self, trainer)
+
+    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save the run's last step, unless saved at it (or turned off)."""
+        super().on_train_end(trainer, pl_module)
+        if self.every_n_epochs or private.step_or_time_trigger(self) is not None:
+            private.save_unless_saved(self, trainer)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -26,7 +26,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from . import checks, private
+from . import checks, private, slurm
 from .callbacks import (
     AverageFromTrainedWeights,
     CompileModel,
@@ -310,6 +310,8 @@ class ProjectCLI(LightningCLI):
         super().parse_arguments(parser, args)
         config = self._config()
         try:
+            if self.running == "fit" and config.get("ckpt_path") is None:  # a requeued SLURM job goes on
+                config.ckpt_path = slurm.job_checkpoint(config.logs_dir, config.run_name)
             if (self.running or self.rebuilds) and config.get("ckpt_path") is not None:
                 path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
@@ -408,6 +410,7 @@ class ProjectCLI(LightningCLI):
             rank_zero_warn(message, stacklevel=6)  # (LightningCLI's: shown as one line)
         trainer = super().instantiate_trainer(**kwargs)
         self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
+        slurm.stop_on_usr1()
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(
                 callback_states=self.subcommand in (None, "fit")
@@ -442,6 +445,7 @@ class ProjectCLI(LightningCLI):
             rest = f" already reached {reached[0]}; give a larger value to train on." if reached else "."
             print(f"Nothing trained: the checkpoint ({at}){rest}")
         print(f"Run folder: {run_dir}")
+        slurm.mark_finished(run_dir, trainer)
         best = next((cb for cb in trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
         # (a run branched from a checkpoint that trained nothing has only the old run's best)
         if (
@@ -522,6 +526,11 @@ EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
         None,
     ),
     "sweep": ("runwright.commands.sweep", "hyperparameter search (Optuna), each trial a fit run", "sweep"),
+    "submit": (
+        "runwright.commands.submit",
+        "run a command as a SLURM job (--dry_run: print its script)",
+        None,
+    ),
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(f"{k}: {v[1]}" for k, v in EXTRA_COMMANDS.items())

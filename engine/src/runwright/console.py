@@ -36,11 +36,14 @@ OTHER_RANKS_LOGGERS = (*LIGHTNING_NAMES, *LIGHTNING_NAMES.values())
 #: rebuilds it under DDP).
 NO_ACTION_MODULES = r"torchdata\.stateful_dataloader\.stateful_dataloader$"
 #: Warnings that need no action here: the CSV logger and checkpoint callbacks finding the run folder they
-#: share (or a continued run's) not empty, and LightningCLI's note on the ``args`` the extra commands pass.
+#: share (or a continued run's) not empty, LightningCLI's note on the ``args`` the extra commands pass, and
+#: Lightning's hint on a machine with ``srun`` on the PATH (every SLURM login node) that a command not
+#: started by ``srun`` is not a SLURM job (it is not: the command runs where it was started).
 NO_ACTION = (
     "Experiment logs directory .* exists and is not empty|Checkpoint directory .* exists and is not empty|"
     "The dirpath has changed from|LightningCLI's args parameter is intended to run from within|"
-    "Couldn't infer the batch indices fetched"  # (an IterableDataset's: the writer counts them itself)
+    "Couldn't infer the batch indices fetched|"  # (an IterableDataset's: the writer counts them itself)
+    "The `srun` command is available on your system but is not used"
 )
 
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, get_args
 
+import torch
 from jsonargparse import Namespace
 from jsonargparse._typehints import get_all_subclass_paths
 from lightning.fabric.utilities.apply_func import convert_tensors_to_scalars
 from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import WeightAveraging
+from lightning.pytorch.callbacks import ModelCheckpoint, WeightAveraging
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.tuner import lr_finder
@@ -29,6 +32,14 @@ PRIVATE_ATTRIBUTES = (
     ("_FitLoop", "_combined_loader_states_to_load", "loader state a too-early setup_data missed"),
     ("_FitLoop", "_load_combined_loader_states", "load that state after all (Lightning #20550)"),
     ("_TrainingEpochLoop", "_batches_that_stepped", "the loggers' step after some resumes"),
+    ("_TrainingEpochLoop", "_broadcast_sigterm_tensor", "rank 0's stop request, broadcast every batch"),
+    ("Trainer", "_signal_connector", "Lightning's SIGTERM handling, whose handler the engine replaces"),
+    ("_SignalConnector", "_sigterm_notifier_fn", "Lightning's SIGTERM handler: a collective inside it hangs"),
+    ("ModelCheckpoint", "_every_n_train_steps", "whether a checkpoint saves every N steps"),
+    ("ModelCheckpoint", "_train_time_interval", "whether a checkpoint saves every so often"),
+    ("ModelCheckpoint", "_should_skip_saving_checkpoint", "whether it saved at this step (or must not save)"),
+    ("ModelCheckpoint", "_save_topk_checkpoint", "save last.ckpt at the run's end, as its triggers save it"),
+    ("ModelCheckpoint", "_monitor_candidates", "the values a save formats and scores"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("Trainer", "_logger_connector", "the loggers' rows: the engine's values, metrics.csv"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
@@ -38,6 +49,13 @@ PRIVATE_ATTRIBUTES = (
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
     ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
     ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
+    (
+        "optuna.storages._heartbeat",
+        "BaseHeartbeat",
+        "heartbeats for a journal file (only RDBStorage has them)",
+    ),
+    ("BaseHeartbeat", "_get_stale_trial_ids", "the trials whose heartbeat is stale, which Optuna fails"),
+    ("FrozenTrial", "_trial_id", "a trial's id in its storage, under which its heartbeat is recorded"),
 )
 
 
@@ -74,6 +92,59 @@ def new_epoch_iterator(trainer: Trainer) -> None:
     if callable(getattr(sampler, "set_epoch", None)):
         sampler.set_epoch(trainer.current_epoch)  # type: ignore[union-attr]
     iter(trainer.fit_loop._data_fetcher)  # type: ignore[arg-type]
+
+
+def handle_sigterm(trainer: Trainer, handler: Callable[[int, FrameType | None], None] | None) -> None:
+    """Make ``handler(signum, frame)`` the SIGTERM handler Lightning registers when ``trainer`` starts a
+    stage (call it before), in place of its own (``_SignalConnector._sigterm_notifier_fn``), which
+    broadcasts from inside the signal handler: a collective at whatever point the process was, which
+    hangs every process when that point is inside another collective. ``None``: Lightning's again."""
+    connector = trainer._signal_connector
+    if handler is not None:
+        connector._sigterm_notifier_fn = handler  # type: ignore[method-assign,assignment]
+    elif "_sigterm_notifier_fn" in vars(connector):
+        del connector._sigterm_notifier_fn
+
+
+def broadcast_stop_request(
+    trainer: Trainer,
+    request: Callable[[], int] | None,
+    stop: Callable[[int], BaseException] | None = None,
+) -> None:
+    """Under DDP Lightning broadcasts rank 0's SIGTERM flag at the start of every training batch, before
+    it is fetched (``_TrainingEpochLoop._broadcast_sigterm_tensor``; not on one process). Make that
+    broadcast carry ``request()`` of rank 0 instead (0: go on; else a signal number): when it is not 0,
+    every process raises ``stop(signum)`` there, at the same step. No collective is added. ``None``:
+    Lightning's broadcast again."""
+    loop = trainer.fit_loop.epoch_loop
+    if request is None or stop is None:
+        vars(loop).pop("_broadcast_sigterm_tensor", None)
+        return
+
+    def broadcast() -> None:
+        signum = torch.tensor([request()], device=trainer.strategy.root_device)
+        torch.distributed.broadcast(signum, src=0)
+        if signum.item():
+            raise stop(int(signum.item()))
+
+    loop._broadcast_sigterm_tensor = broadcast  # type: ignore[method-assign]
+
+
+def step_or_time_trigger(checkpoint: ModelCheckpoint) -> str | None:
+    """``"every_n_train_steps=N"`` or ``"train_time_interval=..."`` when ``checkpoint`` saves on one of
+    those triggers (every N training steps, or once that much time passed), else ``None``."""
+    if checkpoint._every_n_train_steps:
+        return f"every_n_train_steps={checkpoint._every_n_train_steps}"
+    if checkpoint._train_time_interval is not None:
+        return f"train_time_interval={checkpoint._train_time_interval}"
+    return None
+
+
+def save_unless_saved(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
+    """Save ``checkpoint``'s file now, as its triggers save it, unless it saved at this step already (or
+    must not save now: outside ``fit``, in the sanity check, with ``fast_dev_run``)."""
+    if not checkpoint._should_skip_saving_checkpoint(trainer):
+        checkpoint._save_topk_checkpoint(trainer, checkpoint._monitor_candidates(trainer))
 
 
 def align_logger_step(trainer: Trainer) -> None:
@@ -222,3 +293,41 @@ def lr_finder_without_progress_bar() -> Iterator[None]:
         yield
     finally:
         lr_finder.tqdm = bar
+
+
+def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., None]) -> Any:
+    """Optuna's ``JournalStorage`` on the file ``path`` (``JournalFileBackend``: its default symlink lock
+    is safe on NFS) with the heartbeats that only Optuna's ``RDBStorage`` has: a running trial records
+    the time (system attribute ``heartbeat:<trial id>``: a retried copy of a trial does not inherit its
+    heartbeat) every ``heartbeat_interval`` seconds; one without a heartbeat (or start) for twice as long
+    is failed by the next worker that looks (``optuna.storages.fail_stale_trials``, which Optuna's
+    ``optimize`` calls before each trial) and handed to ``retry``."""
+    from optuna.storages import JournalStorage
+    from optuna.storages._heartbeat import BaseHeartbeat
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+
+    class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
+        def record_heartbeat(self, trial_id: int) -> None:
+            self.set_trial_system_attr(trial_id, f"heartbeat:{trial_id}", time.time())
+
+        def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+            limit = time.time() - 2 * heartbeat_interval
+            running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+            return [
+                trial._trial_id
+                for trial in running
+                if trial.system_attrs.get(
+                    f"heartbeat:{trial._trial_id}",
+                    trial.datetime_start.timestamp() if trial.datetime_start else time.time(),
+                )
+                < limit
+            ]
+
+        def get_heartbeat_interval(self) -> int:
+            return heartbeat_interval
+
+        def get_heartbeat_stale_trial_callback(self) -> Callable[..., None]:
+            return retry
+
+    return HeartbeatJournalStorage(JournalFileBackend(path))

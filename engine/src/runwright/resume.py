@@ -3,18 +3,21 @@ loader (PRACTICES.md rows 8 and 9; the engine's README, "Checkpoints and exact r
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
-from collections.abc import Sized
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sized
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from lightning.fabric.utilities.seed import pl_worker_init_function
 from lightning.pytorch import Callback, LightningModule, Trainer
-from torch.utils.data import Dataset, get_worker_info
+from torch.utils.data import Dataset, DistributedSampler, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
-from torchdata.stateful_dataloader.sampler import RandomSampler
 
 from . import private
 from .errors import ConfigError
@@ -60,7 +63,13 @@ class ExactResume(Callback):
     model configures another number of LR schedulers than its checkpoint continues stops with a
     :class:`ConfigError` (the schedule would restart), and so does a resume in the middle of an epoch
     whose training loader's ``batch_size`` is not the checkpoint's (its position in the epoch counts
-    the checkpoint's batches: the epoch would end early, its validation skipped).
+    the checkpoint's batches: the epoch would end early, its validation skipped), or whose number of
+    processes is not the checkpoint's (each process's position is one of the checkpoint's shards).
+
+    Under DDP (and any strategy with several processes) each process has its own generators and its
+    own training-loader state (its shard's position, its workers' generators), and rank 0 alone
+    writes the checkpoint: both are gathered from every process into it (``ranks``, a list indexed by
+    rank; one collective per checkpoint, none per step) and each process restores its own.
 
     Args:
         seed: Base seed; ``None`` means the ``seed_everything`` value (env ``PL_GLOBAL_SEED``), and a
@@ -75,6 +84,10 @@ class ExactResume(Callback):
         self._warned = False
         self._resume_state: dict[str, Any] | None = None
         self._saved_schedulers: int | None = None
+        # the number of processes of the checkpoint being resumed, if it is of the middle of an epoch;
+        # whether it had another number of processes (its training-loader state then dropped)
+        self._saved_mid_epoch_world_size: int | None = None
+        self._other_world_size = False
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
@@ -87,16 +100,52 @@ class ExactResume(Callback):
         env = os.environ.get("PL_GLOBAL_SEED")
         return self.seed if self.seed is not None else None if env is None else int(env)
 
+    def on_save_checkpoint(
+        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """Record the number of processes; with several, gather every process's generator states and
+        training-loader state into the checkpoint (``ranks``; a collective: Lightning saves on every
+        process at once)."""
+        state = checkpoint.get("callbacks", {}).get(self.state_key)
+        if not self.enabled or state is None:
+            return
+        state["world_size"] = trainer.world_size
+        if trainer.world_size > 1:
+            fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
+            own = {"rng_states": state["rng_states"], "combined_loader": fit_loop.get("combined_loader")}
+            ranks: list[Any] = [None] * trainer.world_size
+            torch.distributed.all_gather_object(ranks, own)
+            state["ranks"] = ranks
+
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`)."""
-        if "optimizer_states" in checkpoint:  # a resume of training, not weights for evaluation
-            self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
+        """Note how many LR schedulers and processes the checkpoint continues (checked in
+        :meth:`on_fit_start`), and give this process its own generator states and training-loader state
+        of a checkpoint of as many processes (the loader state of another number of processes is
+        dropped: it describes other shards)."""
+        if "optimizer_states" not in checkpoint:  # weights for evaluation, not a resume of training
+            return
+        self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
+        state = checkpoint.get("callbacks", {}).get(self.state_key) or {}
+        saved = state.get("world_size")
+        if state.get("batch_size") is not None or state.get("mid_epoch"):
+            self._saved_mid_epoch_world_size = saved
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
+        self._other_world_size = saved is not None and saved != trainer.world_size
+        if self._other_world_size:
+            fit_loop.pop("combined_loader", None)
+        elif (ranks := state.get("ranks")) is not None:
+            own = ranks[trainer.global_rank]
+            state["rng_states"] = own["rng_states"]
+            if own["combined_loader"] is not None:
+                fit_loop["combined_loader"] = own["combined_loader"]
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored)."""
+        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored),
+        or that continues an epoch with another number of processes."""
         saved, self._saved_schedulers = self._saved_schedulers, None
+        processes, self._saved_mid_epoch_world_size = self._saved_mid_epoch_world_size, None
         now = len(trainer.lr_scheduler_configs)
         if saved is not None and trainer.ckpt_path is not None and saved != now:
             raise ConfigError(
@@ -104,13 +153,26 @@ class ExactResume(Callback):
                 f"model now configures {now}; resuming would restart the schedule from step 0. Resume with "
                 "the run's own model.lr_scheduler, or start a new run from its weights (--init_from)."
             )
+        if processes is not None and trainer.ckpt_path is not None and processes != trainer.world_size:
+            saved_processes, now_processes = (
+                f"{n} process{'es' * (n != 1)}" for n in (processes, trainer.world_size)
+            )
+            raise ConfigError(
+                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
+                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
+                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
+                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
+                "epoch's end, or start a new run from its weights (--init_from)."
+            )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """In a resumed run: load loader state a too-early ``setup_data`` missed, restore the
-        checkpoint's generator states, and give an epoch that starts right after a checkpoint of the
-        previous epoch's last batch its seeds and its own iterator."""
-        if private.load_missed_loader_state(trainer):  # a finished epoch: the next starts afresh
-            private.new_epoch_iterator(trainer)
+        """In a resumed run: load loader state a too-early ``setup_data`` missed (or, after a checkpoint of
+        another number of processes, start the epoch with a new iterator), restore the checkpoint's
+        generator states, and give an epoch that starts right after a checkpoint of the previous epoch's
+        last batch its seeds and its own iterator."""
+        if private.load_missed_loader_state(trainer) or self._other_world_size:
+            private.new_epoch_iterator(trainer)  # a finished epoch: the next starts afresh
+        self._other_world_size = False
         self._align_step = trainer.ckpt_path is not None
         self._batch_size = now = getattr(trainer.train_dataloader, "batch_size", None)
         state, self._resume_state = self._resume_state, None
@@ -168,12 +230,18 @@ class ExactResume(Callback):
         torch.manual_seed(seed)  # also seeds every CUDA device
 
     def state_dict(self) -> dict[str, Any]:
-        """The base seed, the current python/numpy/torch/CUDA generator states, and within an epoch
-        (not after its last batch) the training loader's ``batch_size``."""
+        """The base seed, the current python/numpy/torch/CUDA generator states, whether the checkpoint is
+        within an epoch (not after its last batch) and then the training loader's ``batch_size``
+        (:meth:`on_save_checkpoint` adds the number of processes, and under DDP every process's
+        states)."""
         if not self.enabled:
             return {}
         state = {"seed": self._base_seed(), "rng_states": collect_rng_states(), "batch": self._batch}
-        return {**state, "batch_size": self._batch_size if self._mid_epoch else None}
+        return {
+            **state,
+            "batch_size": self._batch_size if self._mid_epoch else None,
+            "mid_epoch": self._mid_epoch,
+        }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the seed and keep the generator states for ``on_train_start`` (a no-op for ``{}``)."""
@@ -186,25 +254,83 @@ class ExactResume(Callback):
         self._resume_state = state_dict
 
 
-class EpochRandomSampler(RandomSampler):
+class EpochRandomSampler(DistributedSampler[int]):
     """Shuffle with a private ``torch.Generator`` reseeded with ``epoch_seed(seed, epoch)`` by
     :meth:`set_epoch`, which Lightning calls before every training epoch; ``epoch`` is the first
     iterator's, which Lightning creates before calling it.
 
+    Each of ``num_replicas`` processes (DDP; default: ``torch.distributed``'s world size and rank when
+    it is initialized, else 1 and 0) draws the same permutation of ``data_source`` (only its length is
+    used) and takes every ``num_replicas``-th index of it from its ``rank`` on, the permutation padded
+    with its first indices to a multiple of ``num_replicas`` (as ``DistributedSampler`` pads): an
+    epoch's global order is the one a single process reads. Being a ``DistributedSampler``, Lightning
+    uses it as it is instead of wrapping it in one of its own (whose epoch a resumed run's first
+    iterator would not know).
+
     Pass :attr:`generator` to the DataLoader too, so the worker base seed is drawn from it (after the
-    permutation). The iterator's state (the generator state at the epoch start and the number of
-    indices yielded) is ``torchdata``'s. ``data_source``: the dataset (only its length is used).
+    permutation). Its iterators are ``torchdata``-stateful: the generator state at the epoch start and
+    the number of indices yielded.
     """
 
-    def __init__(self, data_source: Sized, seed: int, epoch: int = 0) -> None:
-        super().__init__(data_source, generator=torch.Generator())
-        self.seed = seed
+    def __init__(
+        self,
+        data_source: Sized,
+        seed: int,
+        epoch: int = 0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if num_replicas is None:
+            num_replicas = torch.distributed.get_world_size() if distributed else 1
+        if rank is None:
+            rank = torch.distributed.get_rank() if distributed else 0
+        super().__init__(data_source, num_replicas, rank, shuffle=True, seed=seed)  # type: ignore[arg-type]
+        self.generator = torch.Generator()
         self.set_epoch(epoch)
 
     def set_epoch(self, epoch: int) -> None:
         """Reseed the generator for ``epoch`` (takes effect at the next iterator)."""
-        self.epoch = epoch
+        super().set_epoch(epoch)
         self.generator.manual_seed(epoch_seed(self.seed, epoch))
+
+    def __iter__(self) -> Iterator[int]:
+        return _ShardIterator(self)
+
+
+class _ShardIterator(Iterator[int]):
+    """One epoch of an :class:`EpochRandomSampler`: its process's share of the permutation, drawn when
+    the iterator is made. Its state, ``{"yielded": n, "generator": state at the epoch start}``, is that
+    of ``torchdata``'s ``RandomSampler`` iterator (so a checkpoint of one process written by it loads)."""
+
+    def __init__(self, sampler: EpochRandomSampler) -> None:
+        self.sampler = sampler
+        self.generator_state = sampler.generator.get_state()
+        self.indices = self._draw()
+        self.yielded = 0
+
+    def _draw(self) -> list[int]:
+        sampler = self.sampler
+        order: list[int] = torch.randperm(len(sampler.dataset), generator=sampler.generator).tolist()  # type: ignore[arg-type]
+        padded = (order * -(-sampler.total_size // len(order)))[: sampler.total_size] if order else []
+        return padded[sampler.rank :: sampler.num_replicas]
+
+    def __next__(self) -> int:
+        if self.yielded >= len(self.indices):
+            raise StopIteration
+        self.yielded += 1
+        return self.indices[self.yielded - 1]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The number of indices yielded and the generator state at the epoch start."""
+        return {"yielded": self.yielded, "generator": self.generator_state}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Draw the epoch's permutation again from the saved generator state; continue after ``yielded``."""
+        self.generator_state = state_dict["generator"]
+        self.sampler.generator.set_state(self.generator_state)
+        self.indices = self._draw()
+        self.yielded = state_dict["yielded"]
 
 
 class WorkerRNGDataset(Dataset[T]):
@@ -242,10 +368,14 @@ def resumable_train_loader(
     """A shuffling ``StatefulDataLoader`` for training that resumes exactly from any step: Lightning
     saves its position in every checkpoint and, on a mid-epoch resume, the interrupted epoch continues
     with exactly the batches it had left. Shuffled by :class:`EpochRandomSampler` (each epoch's order
-    a function of ``(seed, epoch)``), the dataset wrapped in :class:`WorkerRNGDataset` when
-    ``num_workers > 0``; ``kwargs`` (``batch_size``, ``collate_fn``, ...) go to the loader.
+    a function of ``(seed, epoch)``, each DDP process reading its share of it); with
+    ``num_workers > 0`` the dataset is wrapped in :class:`WorkerRNGDataset` and the workers ignore
+    SIGINT and SIGTERM (:func:`worker_init`); ``kwargs`` (``batch_size``, ``collate_fn``,
+    ``worker_init_fn``, ...) go to the loader.
     """
     sampler = EpochRandomSampler(dataset, seed, epoch)  # type: ignore[arg-type]
+    if num_workers > 0:
+        kwargs["worker_init_fn"] = functools.partial(worker_init, then=kwargs.get("worker_init_fn"))
     return StatefulDataLoader(
         WorkerRNGDataset(dataset) if num_workers > 0 else dataset,
         sampler=sampler,
@@ -253,3 +383,28 @@ def resumable_train_loader(
         num_workers=num_workers,
         **kwargs,
     )
+
+
+def worker_init(worker_id: int, then: Callable[[int], None] | None = None) -> None:
+    """A DataLoader worker's ``worker_init_fn`` that lets it outlive Ctrl-C and a scheduler's SIGTERM,
+    both sent to the whole process group (the main process stops at a batch's end, saves, and shuts
+    its workers down; a worker killed by one fails the batch being read): SIGINT is ignored, and so is
+    a SIGTERM that the worker's parent did not send (a thread waits for SIGTERM, blocked in the others;
+    the parent's, sent when it exits or gives up on a worker, ends the worker as torch's own handler
+    does; where Python cannot wait for a signal's sender, not Linux, SIGTERM is left to torch). Then
+    ``then(worker_id)``, or the seeding Lightning adds after ``seed_everything(workers=True)``
+    (``pl_worker_init_function``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "sigwaitinfo") and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_exit_on_parents_sigterm, args=(os.getppid(),), daemon=True).start()
+    if then is not None:
+        then(worker_id)
+    elif int(os.environ.get("PL_SEED_WORKERS", 0)):
+        pl_worker_init_function(worker_id)
+
+
+def _exit_on_parents_sigterm(parent: int) -> None:
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
+            os._exit(0)

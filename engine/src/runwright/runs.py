@@ -24,7 +24,7 @@ from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
-from . import private
+from . import private, slurm
 from .errors import CheckpointError, ConfigError, RunExistsError
 
 #: Set by the launching process so the DDP worker processes it starts reuse its run folder.
@@ -71,10 +71,12 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
     atomic). Under torchrun (``--rdzv-id`` or ``--standalone``) or SLURM, where every rank starts on
     its own, the default name is the job's (``torchrun-<id>``, ``slurm-<SLURM_JOB_ID>``), shared by all
     ranks. In the processes a launcher started for rank > 0 it is the launching process's folder
-    (:data:`RUN_DIR_ENV`).
+    (:data:`RUN_DIR_ENV`). Under SLURM the folder (named or not) is the job's
+    (:func:`runwright.slurm.claim`): its tasks all use it, and a requeue of the job finds it again.
 
     Raises:
-        RunExistsError: ``run_name`` exists already, or is not a plain folder name.
+        RunExistsError: ``run_name`` exists already (under SLURM: and is not this job's), or is not a
+            plain folder name.
     """
     if (inherited := os.environ.get(RUN_DIR_ENV)) and (
         "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
@@ -84,11 +86,15 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
     root.mkdir(parents=True, exist_ok=True)
     torchrun = os.environ.get("TORCHELASTIC_RUN_ID", "none")
     job = f"torchrun-{torchrun}" if torchrun != "none" else None
-    if job is None and "SLURM_JOB_ID" in os.environ and "SLURM_PROCID" in os.environ:
-        job = f"slurm-{os.environ['SLURM_JOB_ID']}"
+    slurm_job = None
+    if job is None and (slurm_job := slurm.job()) is not None:
+        job = slurm.default_run_name()
     if run_name and (Path(run_name).name != run_name or run_name in (".", "..")):
         raise RunExistsError(f"run_name={run_name!r}: must be a plain folder name (no '/' or '..')")
-    if run_name or job:
+    if slurm_job is not None:  # every task of the job makes the folder; the job owns it
+        (run_dir := root / (run_name or str(job))).mkdir(exist_ok=True)
+        slurm.claim(run_dir, slurm_job, named=bool(run_name))
+    elif run_name or job:
         try:
             (run_dir := root / (run_name or str(job))).mkdir(exist_ok=not run_name)
         except FileExistsError:

@@ -12,6 +12,7 @@ from typing import Any
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from .. import private
 from ..checkpointing import LastCheckpoint
 from ..errors import TrainingInterrupted
 
@@ -22,12 +23,22 @@ class Interruption(Callback):
     turns every ``fit`` without ``ckpt_path`` into ``ckpt_path="last"``: it warns twice and resumes from
     any ``last.ckpt`` already in a checkpoint folder).
 
-    SIGTERM is Lightning's own: it stops at the end of the current training batch (every process of a
-    DDP run). SIGINT is made to act the same way: a flag set by the signal, acted on at the end of the
-    current batch (agreed across DDP processes), so the optimizer step is whole and the checkpoint
-    resumes exactly; a second Ctrl-C aborts at once. The command then says in one line where it stopped
-    and how to resume (``--ckpt_path last``) and exits with 130 (SIGINT) or 143 (SIGTERM). Any other
-    exception (a failed health check) leaves the last saved checkpoint as it is.
+    During ``fit`` either signal only sets a flag (nothing else runs inside the signal handler: no
+    collective, no I/O; this callback's handler replaces Lightning's SIGTERM one, whose broadcast from
+    inside the handler could hang every process). Training then stops at a point where the optimizer
+    step is whole and every process agrees:
+
+    - one process: at the end of the current training batch; after an epoch's last batch, at the end
+      of the next epoch's first batch, so that the epoch's validation and end run first (a signal
+      during the last epoch's last batch lets the run finish);
+    - several (DDP): at the start of the next training batch, once rank 0 has the flag. Lightning
+      already broadcasts rank 0's stop flag there every batch; that broadcast carries this flag
+      instead, so no collective is added and all processes stop at the same step. A signal that
+      reaches another process but not rank 0 is ignored (Ctrl-C and schedulers signal them all).
+
+    The command then says in one line where it stopped and how to resume (``--ckpt_path last``) and
+    exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C aborts at once. Any other exception (a
+    failed health check) leaves the last saved checkpoint as it is.
 
     Args:
         enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM).
@@ -36,51 +47,73 @@ class Interruption(Callback):
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
         self.dirpath: str | Path = "checkpoints"
-        self.requested = False
+        #: The signal whose stop is pending (0: none).
+        self.requested = 0
         self._previous: Any = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
-        """Save into the folder of the run's ``last.ckpt`` (never one of a user's ``ModelCheckpoint``)."""
+        """Save into the folder of the run's ``last.ckpt`` (never one of a user's ``ModelCheckpoint``);
+        in ``fit``, make SIGTERM set the flag (before Lightning registers its handlers)."""
         last = next((cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)), None)  # type: ignore[attr-defined]
         self.dirpath = (last.dirpath if last is not None else None) or str(
             Path(trainer.default_root_dir) / "checkpoints"
         )
+        self.requested = 0
+        if self.enabled and stage == "fit":
+            private.handle_sigterm(trainer, self._on_signal)
+
+    def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        """Give SIGTERM back to Lightning."""
+        private.handle_sigterm(trainer, None)
 
     @property
     def ckpt_path(self) -> str:
         """The checkpoint file written on SIGINT/SIGTERM."""
         return str(Path(self.dirpath) / "last.ckpt")
 
-    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:  # a second Ctrl-C: give up waiting
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.requested:  # a second Ctrl-C: give up waiting
             signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested = self.requested or signum
+
+    def _request(self) -> int:
+        return self.requested
+
+    @staticmethod
+    def _stop(signum: int) -> BaseException:
+        """The exception that stops training for ``signum`` (its message is set in :meth:`on_exception`)."""
+        return TrainingInterrupted("interrupted by SIGINT") if signum == signal.SIGINT else SIGTERMException()
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Take SIGINT over (main thread only)."""
-        self.requested = False
-        if self.enabled and threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        """Take SIGINT over (main thread only); under DDP, let Lightning's per-batch broadcast carry the
+        flag of rank 0."""
+        if not self.enabled:
+            return
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_signal)
+        if trainer.world_size > 1:
+            private.broadcast_stop_request(trainer, self._request, self._stop)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Give SIGINT back."""
+        """Give SIGINT and Lightning's broadcast back."""
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
             self._previous = None
+        private.broadcast_stop_request(trainer, None)
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
-        """Stop on a pending SIGINT, now that the batch's optimizer step is complete."""
-        stop = self.requested
-        if self.enabled and trainer.world_size > 1:
-            stop = trainer.strategy.reduce_boolean_decision(stop, all=False)
-        if stop:
-            raise TrainingInterrupted(f"interrupted by SIGINT at global step {trainer.global_step}")
+        """On one process, stop on a pending signal now that the batch's optimizer step is complete
+        (not after an epoch's last batch: its validation and end come first)."""
+        batch_idx = args[-1] if args else 0
+        if self.requested and trainer.world_size == 1 and batch_idx + 1 < trainer.num_training_batches:
+            raise self._stop(self.requested)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
-        """On SIGINT/SIGTERM, save ``last.ckpt`` (atomically: the engine's checkpoint writer) and say how
-        to resume."""
+        """On SIGINT/SIGTERM, save ``last.ckpt`` (atomically: the engine's checkpoint writer; on every
+        process at once, as Lightning saves) and say how to resume."""
         self.on_train_end(trainer, pl_module)
+        private.handle_sigterm(trainer, None)
         if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
         trainer.save_checkpoint(self.ckpt_path)

@@ -9,6 +9,9 @@ import contextlib
 import functools
 import json
 import os
+import shutil
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field, fields
@@ -21,11 +24,13 @@ from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import NonNegativeInt, PositiveFloat, PositiveInt
 from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from optuna.distributions import CategoricalDistribution, IntDistribution, json_to_distribution
 from optuna.trial import FrozenTrial, TrialState
 from optuna_integration import PyTorchLightningPruningCallback
 from sqlalchemy import exc as sql
 
+from .. import private, slurm
 from ..checkpointing import BestCheckpoint, validates
 from ..cli import ProjectCLI
 from ..errors import ConfigError, ProjectError, TrainingInterrupted, first_line
@@ -34,6 +39,8 @@ from ..runs import class_of, write_atomically
 #: Set by rank 0 of a DDP trial for the processes Lightning starts: the trial and its fit arguments (JSON).
 TRIAL_ENV = "RUNWRIGHT_SWEEP_TRIAL"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+#: The system attribute of a trial stopped by a preemption: its ``last.ckpt``, where its retry goes on.
+RESUME_FROM = "resume_from"
 #: A worker stops after this many failed trials in a row (e.g. an objective metric that is never logged).
 MAX_FAILURES = 5
 
@@ -67,10 +74,14 @@ class SweepOptions:
         enqueue_trials: {config key: value} sets to run first (keys of search_space).
         n_trials: Finished (complete or pruned) trials the study should have.
         study_name: The study's name (default: the first --config file's name without .yaml).
-        storage: Optuna storage URL (default: sqlite:///<logs_dir>/<study>_sweep/optuna.db).
+        storage: Optuna storage: a URL (sqlite:///FILE.db, postgresql://...) or journal:FILE, Optuna's
+            journal file, safe on a shared (network) file system (default: the file optuna.db, in a SLURM
+            job and with submit optuna.journal, in <logs_dir>/<study>_sweep).
         timeout: Start no trial after this many seconds.
         heartbeat_interval: Seconds between a running trial's heartbeats; a trial without one for twice
             as long (its worker was killed) is failed by the next worker, and retried.
+        workers: Worker processes on this machine, each with its own GPUs (CUDA_VISIBLE_DEVICES: the
+            visible GPUs shared out evenly); with submit: SLURM array tasks, one worker each.
     """
 
     search_space: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -83,6 +94,7 @@ class SweepOptions:
     storage: str | None = None
     timeout: PositiveFloat | None = None
     heartbeat_interval: PositiveInt = 60
+    workers: PositiveInt = 1
 
 
 def build(option: str, spec: Namespace | None, base: type, seed_offset: int = 0) -> Any:
@@ -112,7 +124,8 @@ def build(option: str, spec: Namespace | None, base: type, seed_offset: int = 0)
 
 def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -> tuple[ProjectCLI, Any]:
     """Build the run of the ``fit`` options ``args`` (a parse error is raised, not exited) with Optuna's
-    pruning callback after the checkpoints (a pruned epoch is still saved) and fit it. Afterwards, even
+    pruning callback after the checkpoints (a pruned epoch is still saved) and fit it (from its
+    ``--ckpt_path``, if any, in its own run folder). Afterwards, even
     after a failed start, ``os.environ`` is as before and no W&B run or DDP process group is left open
     (the next trial starts its own)."""
     saved = dict(os.environ)
@@ -120,7 +133,7 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
         with ProjectCLI(args=args, run=False, package=package, parser_kwargs={"exit_on_error": False}) as cli:
             pruning = PyTorchLightningPruningCallback(trial, monitor=metric)
             cli.trainer.callbacks.append(pruning)  # type: ignore[attr-defined]
-            cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+            cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.config.get("ckpt_path"))
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -140,18 +153,42 @@ def trial_value(trainer: Trainer, metric: str | None) -> float | None:
     return None if value is None else float(value)
 
 
-def open_storage(url: str, heartbeat_interval: int) -> optuna.storages.RDBStorage:
-    """An Optuna ``RDBStorage`` on ``url`` with heartbeats, a trial failed for a stale one retried; SQLite
-    waits up to 60 s for another worker's lock. Raises :class:`ConfigError` for a URL that cannot be used."""
+#: Why a study shared by a cluster's workers is never kept in SQLite.
+NO_SQLITE = (
+    "SQLite is not safe on a shared (network) file system such as a cluster's, where its file locks can "
+    "fail and lose or corrupt the study; use journal:FILE (Optuna's journal file, the default there) or "
+    "postgresql://USER:PASSWORD@HOST:5432/DB"
+)
+
+
+def storages_retry() -> Any:
+    """Optuna's callback that puts a failed trial back in the queue (a copy with its parameters)."""
+    storages = optuna.storages  # (Optuna >= 4.9 names it anew)
+    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
+        return storages.RetryHeartbeatStaleTrialCallback()
+    return storages.RetryFailedTrialCallback()
+
+
+def open_storage(url: str, heartbeat_interval: int) -> optuna.storages.BaseStorage:
+    """An Optuna storage on ``url`` with heartbeats, a trial failed for a stale one retried: an
+    ``RDBStorage``, where SQLite waits up to 60 s for another worker's lock, or for ``journal:FILE`` a
+    ``JournalStorage`` on that file (:func:`runwright.private.journal_storage`). Raises
+    :class:`ConfigError` for a URL that cannot be used, and for SQLite in a SLURM job (:data:`NO_SQLITE`)."""
+    if url.startswith("sqlite") and slurm.job() is not None:
+        raise ConfigError(f"--storage={url}: {NO_SQLITE}")
+    if url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:")).expanduser()
+        if not path.parent.is_dir():
+            raise ConfigError(
+                f"--storage={url}: no folder {path.parent}; use journal:FILE in an existing folder"
+            )
+        return private.journal_storage(str(path), heartbeat_interval, storages_retry())
     if url.startswith("postgresql://"):  # (SQLAlchemy's default driver for it is psycopg 3)
         url = "postgresql+psycopg2://" + url.removeprefix("postgresql://")
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    storages = optuna.storages  # (Optuna >= 4.9 names the callback and its argument anew)
-    retry: dict[str, Any]
-    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
-        retry = {"heartbeat_stale_trial_callback": storages.RetryHeartbeatStaleTrialCallback()}
-    else:
-        retry = {"failed_trial_callback": storages.RetryFailedTrialCallback()}
+    storages = optuna.storages  # (Optuna >= 4.9 names the callback's argument anew)
+    new = hasattr(storages, "RetryHeartbeatStaleTrialCallback")
+    retry = {"heartbeat_stale_trial_callback" if new else "failed_trial_callback": storages_retry()}
     for attempt in range(1, 6):  # (another worker may be creating the tables at the same moment)
         try:
             return storages.RDBStorage(url, engine, heartbeat_interval=heartbeat_interval, **retry)
@@ -170,8 +207,10 @@ class SweepCLI(ProjectCLI):
     --storage postgresql://...) to share the study, again to continue it; --n_trials 0 only rewrites
     the results in <logs_dir>/<study>_sweep/."""
 
-    def __init__(self, args: list[str], package: str) -> None:
-        """Parse ``args`` and create or load the study (:meth:`instantiate_classes`)."""
+    def __init__(self, args: list[str], package: str, create: bool = True) -> None:
+        """Parse ``args`` and create or load the study (:meth:`instantiate_classes`); without ``create``
+        only check the settings and find the sweep's folder and storage (``submit --dry_run``)."""
+        self.create = create
         prog = f"python -m {package} sweep"
         usage = {"prog": prog, "usage": f"{prog} --config SWEEP_YAML [options]", "description": self.__doc__}
         super().__init__(args=args, run=False, package=package, parser_kwargs=usage)
@@ -230,9 +269,20 @@ class SweepCLI(ProjectCLI):
         sampler = build("sampler", config.sampler, optuna.samplers.BaseSampler)
         pruner = build("pruner", config.pruner, optuna.pruners.BasePruner) or optuna.pruners.NopPruner()
         self.folder = Path(config.logs_dir).expanduser().resolve() / f"{self.name}_sweep"  # results, SQLite
+        journal = slurm.job() is not None or not self.create  # (a cluster's shared file system)
+        default = (
+            f"journal:{self.folder / 'optuna.journal'}"
+            if journal
+            else f"sqlite:///{self.folder / 'optuna.db'}"
+        )
+        self.storage_url = config.storage or default
+        check_devices(config.trainer.get("devices"), config.trainer.get("accelerator"))
+        if not self.create:
+            return
+        if self.storage_url.startswith("sqlite") and slurm.job() is not None:  # (before its folder exists)
+            raise ConfigError(f"--storage={self.storage_url}: {NO_SQLITE}")
         self.folder.mkdir(parents=True, exist_ok=True)
-        url = config.storage or f"sqlite:///{self.folder / 'optuna.db'}"
-        self.storage = open_storage(url, config.heartbeat_interval)
+        self.storage = open_storage(self.storage_url, config.heartbeat_interval)
         self.study = optuna.create_study(
             storage=self.storage, sampler=sampler, pruner=pruner, study_name=self.name,
             direction=direction, load_if_exists=True,
@@ -244,6 +294,7 @@ class SweepCLI(ProjectCLI):
         self.study_id = self.storage.get_study_id_from_name(self.name)
         self.failures: list[str] = []  # this worker's failed trials in a row
         self.number = -1  # this worker's latest trial
+        self.preempted = False  # its latest trial stopped by SIGTERM (or SIGUSR1 in a SLURM job)
 
     def after_instantiate_classes(self) -> None:
         """Nothing was built."""
@@ -272,8 +323,23 @@ class SweepCLI(ProjectCLI):
                         raise
                 self.told(self.study.trials[self.number])
         except KeyboardInterrupt:
+            if self.preempted and self.number >= 0:  # give the trial back, to go on from its last.ckpt
+                trial = self.study.trials[self.number]
+                if trial.state == TrialState.FAIL:
+                    storages_retry()(self.study, trial)
             return True
         return False
+
+    def resume_args(self, trial_id: int) -> list[str]:
+        """For the retry of a trial that a preemption stopped (SIGTERM: it saved ``last.ckpt`` and was given
+        back), ``--ckpt_path`` of that checkpoint, so that it goes on from there in its own run folder; else
+        nothing (a killed worker's trial starts again)."""
+        trial = self.storage.get_trial(trial_id)
+        if (last := trial.system_attrs.get(RESUME_FROM)) and Path(last).is_file():
+            retried = trial.system_attrs.get("retry_history", ["?"])[-1]
+            print(f"trial {trial.number} retries trial {retried} from {last}", flush=True)
+            return [f"--ckpt_path={last}"]
+        return []
 
     def objective(self, trial: optuna.Trial) -> float:
         """Build and fit the trial's run; its value (a pruned trial raises ``TrialPruned``)."""
@@ -285,9 +351,9 @@ class SweepCLI(ProjectCLI):
         run_name = f"{self.name}_trial{trial.number:03d}"
         trial.set_user_attr("run_dir", str(self.folder.parent / run_name))
         overrides = [override(trial, key, *spec) for key, spec in self.space.items()]
-        args = [*self.fit_args, *overrides, f"--run_name={run_name}"]
         trial_id = self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
-        os.environ[TRIAL_ENV] = json.dumps([self.storage.url, self.name, trial_id, self.monitor, args])
+        args = [*self.fit_args, *overrides, *self.resume_args(trial_id), f"--run_name={run_name}"]
+        os.environ[TRIAL_ENV] = json.dumps([self.storage_url, self.name, trial_id, self.monitor, args])
         try:
             cli, pruning = fit_trial(args, trial, self.monitor, self.package)
             pruning.check_pruned()  # a DDP trial's pruning decision (a no-op in one process)
@@ -301,9 +367,13 @@ class SweepCLI(ProjectCLI):
         except (Exception, KeyboardInterrupt, SystemExit) as error:
             # SystemExit: Lightning's exit after a Ctrl-C outside the interruption callback, or SIGTERM
             interrupted = isinstance(error, (KeyboardInterrupt, SystemExit, TrainingInterrupted))
+            self.preempted = isinstance(error, SIGTERMException)
             message = "interrupted" if interrupted else " ".join(f"{type(error).__name__}: {error}".split())
             with contextlib.suppress(Exception):  # (failed from outside meanwhile: it cannot be set)
                 trial.set_user_attr("error", message)
+                last = Path(trial.user_attrs["run_dir"]) / "checkpoints" / "last.ckpt"
+                if self.preempted and last.is_file():  # its retry (a copy) goes on from here
+                    self.storage.set_trial_system_attr(trial_id, RESUME_FROM, str(last))
             if interrupted:
                 raise KeyboardInterrupt from None
             raise
@@ -384,6 +454,8 @@ def main(args: list[str], package: str) -> None:
             raise ConfigError("sweep runs once, not on each rank (torchrun, srun): pass --trainer.devices=N")
         storage, name, trial_id, metric, fit_args = json.loads(os.environ[TRIAL_ENV])
         try:
+            if storage.startswith("journal:"):
+                storage = open_storage(storage, SweepOptions.heartbeat_interval)
             trial = optuna.trial.Trial(optuna.load_study(study_name=name, storage=storage), trial_id)
             fit_trial(fit_args, trial, metric, package)
         except (Exception, KeyboardInterrupt, SystemExit) as error:
@@ -393,11 +465,122 @@ def main(args: list[str], package: str) -> None:
     warnings.filterwarnings("ignore", module="optuna")  # its plots of few trials, a retried trial
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # (a failed trial's traceback: its line says it)
     sweep = SweepCLI(args[1:], package)
-    interrupted = sweep.run()
+    interrupted = (
+        run_workers(args[1:], sweep.config.workers, package) if sweep.config.workers > 1 else sweep.run()
+    )
     written = "\n  ".join(map(str, sweep.write_results()))
     done = sweep.count(*FINISHED)
     print(f"{done} finished trial(s) in study {sweep.name!r}; results:\n  {written}")
     if len(sweep.failures) >= MAX_FAILURES:
         raise ProjectError(f"{MAX_FAILURES} trials in a row failed, the last: {sweep.failures[-1]}")
     if interrupted:
-        raise TrainingInterrupted(f"sweep interrupted by Ctrl-C; {done} finished trial(s) kept; re-run it")
+        by = "SIGTERM (its trial given back to the study)" if sweep.preempted else "Ctrl-C"
+        raise TrainingInterrupted(f"sweep interrupted by {by}; {done} finished trial(s) kept; re-run it")
+
+
+def worker_devices(workers: int) -> list[str | None]:
+    """The ``CUDA_VISIBLE_DEVICES`` of each of ``workers`` workers on this machine: the visible GPUs
+    (``CUDA_VISIBLE_DEVICES``, else all) shared out evenly, in order (a remainder left unused); ``None``
+    for each when there is no GPU.
+
+    Raises:
+        ConfigError: fewer GPUs than workers.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [device.strip() for device in visible.split(",") if device.strip()]
+    else:
+        ids = [str(index) for index in range(torch.cuda.device_count())]
+    if not ids:
+        return [None] * workers
+    if len(ids) < workers:
+        raise ConfigError(
+            f"--workers={workers}: this machine has {len(ids)} GPU(s) ({','.join(ids)}), and each worker "
+            f"needs one of its own; use --workers={len(ids)} or fewer"
+        )
+    per = len(ids) // workers
+    return [",".join(ids[index * per : (index + 1) * per]) for index in range(workers)]
+
+
+def check_devices(devices: Any, accelerator: Any) -> None:
+    """Stop before any trial when a trial's ``--trainer.devices`` asks more GPUs than this worker sees.
+
+    Raises:
+        ConfigError: naming both numbers and the worker's ``CUDA_VISIBLE_DEVICES``.
+    """
+    count = torch.cuda.device_count()
+    if not count or str(accelerator) not in ("auto", "gpu", "cuda", "None"):
+        return
+    text = str(devices)
+    wanted = len(devices) if isinstance(devices, list) else int(text) if text.isdigit() else None
+    if wanted is not None and wanted > count:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
+        raise ConfigError(
+            f"--trainer.devices={devices}: a trial asks for {wanted} GPUs, but this worker has {count} "
+            f"(CUDA_VISIBLE_DEVICES={visible}); ask for at most {count}, or run fewer --workers"
+        )
+
+
+def run_workers(args: list[str], workers: int, package: str) -> bool:
+    """Run ``sweep ARGS`` in ``workers`` processes of this machine sharing the study, each with its own
+    GPUs (:func:`worker_devices`), and wait for them; returns whether Ctrl-C stopped them (it reaches
+    every worker: each stops its trial, as one worker does).
+
+    Raises:
+        ProjectError: a worker failed (its exit code; its own lines say why).
+    """
+    processes = []
+    for visible in worker_devices(workers):
+        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {})}
+        command = [sys.executable, "-m", package, "sweep", *args, "--workers=1"]
+        processes.append(subprocess.Popen(command, env=env))
+    try:
+        codes = [process.wait() for process in processes]
+    except KeyboardInterrupt:
+        codes = [process.wait() for process in processes]
+        return True
+    if failed := [(index, code) for index, code in enumerate(codes) if code not in (0, 130, 143)]:
+        raise ProjectError(
+            f"sweep worker {failed[0][0]} exited with {failed[0][1]} (its lines above say why)"
+        )
+    return any(code in (130, 143) for code in codes)
+
+
+def submit_sweep(command: list[str], options: Namespace, package: str) -> None:
+    """``submit sweep ...``: the sweep's workers (``--workers N``) as a SLURM job array, N tasks of one
+    process each, sharing one study on a storage that is safe on the cluster's shared file system:
+    ``journal:<logs_dir>/<study>_sweep/optuna.journal`` unless ``--storage`` names one (SQLite is
+    refused: :data:`NO_SQLITE`). The study is created before the job is submitted (a bad setting stops
+    here); the script and the workers' output go into the sweep's folder. ``--dry_run``: print the
+    script, create nothing.
+
+    Raises:
+        ConfigError: a bad setting, SQLite, a job of more than one process per worker, or SLURM refused it.
+    """
+    from .submit import batch_script, submit
+
+    resources = options.slurm
+    if resources.nodes > 1 or (resources.tasks_per_node or 1) > 1:
+        raise ConfigError(
+            "submit sweep: each worker is one process on one node (an array task); give the trials their "
+            "GPUs with --slurm.gpus_per_node, and more workers with --workers N"
+        )
+    resources.tasks_per_node = 1
+    args = command[1:]
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # (the retry callback)
+    check = SweepCLI(args, package, create=False)
+    if check.storage_url.startswith("sqlite"):
+        raise ConfigError(f"--storage={check.storage_url}: {NO_SQLITE}")
+    worker = ["sweep", *args, f"--storage={check.storage_url}", "--workers=1"]
+    script = batch_script(resources, package, worker, f"{check.folder}/slurm-%A_%a.out", check.config.workers)
+    if options.dry_run:
+        print(script, end="")
+        return
+    new = not check.folder.exists()
+    try:
+        SweepCLI([*args, f"--storage={check.storage_url}"], package)  # the study, before any worker starts
+        submit(script, str(check.folder), owned=False)
+    except BaseException:
+        if new:
+            shutil.rmtree(check.folder, ignore_errors=True)
+        raise
