@@ -303,7 +303,7 @@ def test_a_periodic_checkpoint_is_last_ckpt_and_best_is_scored_by_its_own_valida
     best = torch.load(folder / "best.ckpt", weights_only=True)
     assert best["global_step"] == step + 1  # (validation logs at its last training batch's step)
     assert float(cli.trainer.checkpoint_callback.best_model_score) == pytest.approx(score)
-    assert metric_rows(cli.run_dir, "val/acc_best")[-1][2] == pytest.approx(score)
+    assert metric_rows(cli.run_dir, "best/val/acc")[-1][2] == pytest.approx(score)
 
 
 def test_last_ckpt_is_the_runs_last_step_when_validation_runs_within_epochs(

@@ -24,8 +24,9 @@ class LineProgressBar(ProgressBar):
     """Print one plain line every ``refresh_rate`` training batches (0: none) and one per finished epoch,
     such as ``epoch 3/30 done  train/loss=0.1234  val/acc=0.9  best/val/acc=0.92  12.3 s`` (seconds since
     training started): the metrics logged with ``prog_bar=True`` (all the model logged when it marked
-    none), and on the epoch line also the monitored metric and its best score (``best/<monitor>``, the
-    best checkpoint's). No carriage returns or ANSI codes.
+    none; on a batch line those training logs, not the last validation's), and on the epoch line also the
+    monitored metric and its best score (``best/<monitor>``, the best checkpoint's). No carriage returns
+    or ANSI codes.
 
     Raises:
         ValueError: ``refresh_rate`` is negative.
@@ -36,6 +37,8 @@ class LineProgressBar(ProgressBar):
         if refresh_rate < 0:
             raise ValueError(f"refresh_rate={refresh_rate}: must be >= 0")
         self.refresh_rate, self.enabled = refresh_rate, True
+        self._training_keys: set[str] = set()  # the values shown at batch ends before the first validation
+        self._validated = False
 
     def disable(self) -> None:
         self.enabled = False
@@ -46,12 +49,18 @@ class LineProgressBar(ProgressBar):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self._start = time.perf_counter()
 
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
+
     def _print(self, trainer: Trainer, what: str, epoch_end: bool = False) -> None:
         # Every process reads the metrics, the disabled ones (DDP ranks > 0) too: reading an epoch's
         # synced metrics is a collective, and a callback after this one that syncs would otherwise wait
         # on rank 0's read while the other ranks wait on its own.
         logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
         shown = {k: float(v) for k, v in trainer.progress_bar_metrics.items()} or logged
+        if not epoch_end:  # (a batch line: training's values, not the last validation's)
+            self._training_keys |= set(shown) if not self._validated else set()
+            shown = {k: v for k, v in shown.items() if k in self._training_keys}
         callbacks = trainer.checkpoint_callbacks
         best = next((cb for cb in callbacks if isinstance(cb, BestCheckpoint)), None)
         if epoch_end and best is not None and best.monitor in logged and best.best_key:
