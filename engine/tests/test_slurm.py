@@ -35,6 +35,10 @@ from support import (
 from runwright.errors import RunExistsError
 from runwright.runs import RUN_DIR_ENV, create_run_dir
 
+#: Every test here needs a SLURM cluster (the session fixture starts one: root, Debian's slurm-wlm and
+#: munge): they run with the slow ones (`make test-all`, CI, which installs SLURM), not in `make test`.
+pytestmark = pytest.mark.slow
+
 #: The template's SLURM presets (its ``configs/slurm/``).
 PRESETS = sorted((ENGINE_ROOT.parent / "configs" / "slurm").glob("*.yaml"))
 #: The fit of the job tests: 2 epochs of 24 steps on each of 2 processes (DDP over gloo), a last.ckpt
