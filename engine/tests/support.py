@@ -6,6 +6,7 @@ import csv
 import hashlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -145,13 +146,33 @@ def start_module(
     )
 
 
+def kill(process: subprocess.Popen[str]) -> None:
+    """SIGKILL ``process``, and its whole process group when it leads one (``new_session``)."""
+    if process.poll() is None and os.getpgid(process.pid) == process.pid:
+        os.killpg(process.pid, signal.SIGKILL)
+    else:
+        process.kill()
+
+
+def finish(process: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """Wait for ``process`` (started with ``new_session``) and return its stdout and stderr; when
+    ``timeout`` passes first, kill its whole process group (a hung DDP run leaves none behind) and fail
+    with its output."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(process)
+        out, err = process.communicate(timeout=30)
+        raise AssertionError(f"still running after {timeout} s\nSTDOUT:\n{out}\nSTDERR:\n{err}") from None
+
+
 def wait_for_file(path: Path, process: subprocess.Popen[str], timeout: float = 120) -> None:
     """Wait until ``path`` exists; fail with the process's output if it ends or ``timeout`` passes first."""
     deadline = time.monotonic() + timeout
     while not path.exists() and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.05)
     if not path.exists():
-        process.kill()
+        kill(process)
         out, err = process.communicate(timeout=30)
         raise AssertionError(
             f"{path} never appeared (exit {process.returncode})\nSTDOUT:\n{out}\nSTDERR:\n{err}"

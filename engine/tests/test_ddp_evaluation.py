@@ -1,18 +1,16 @@
 """Evaluation under DDP (2 CPU processes, gloo): every sample of a split counted exactly once, so
 ``test``/``validate``/``predict`` equal a single process, for any DataModule; the edge cases end with
-one clear line instead of a bare assertion, a silently wrong value or a hang; SIGTERM ends DDP
-training within seconds. Each DDP run is a subprocess with a timeout."""
+one clear line instead of a bare assertion, a silently wrong value or a hang (SIGTERM during DDP training
+and its resume: test_ddp_resume.py). Each DDP run is a subprocess with a timeout."""
 
 from __future__ import annotations
 
 import csv
-import signal
 import time
 from pathlib import Path
 
 import pytest
-import torch
-from support import FAST, RunCLI, run_dirs, run_module, start_module, wait_for_file
+from support import FAST, RunCLI, run_dirs, run_module
 
 DDP = [
     "--trainer.accelerator=cpu",
@@ -136,33 +134,6 @@ def test_a_value_logged_with_sync_dist_on_even_shards_is_right(tmp_path: Path) -
     run_module(test, cwd=tmp_path, timeout=300)
     values = metrics(run_dirs(tmp_path / "logs")[-1], "test/")
     assert values["test/synced_loss_epoch"] == pytest.approx(values["test/loss"], rel=1e-6)  # 23 + 23 samples
-
-
-@pytest.mark.slow
-def test_sigterm_stops_ddp_training_within_seconds_with_a_resumable_checkpoint(tmp_path: Path) -> None:
-    fit = [
-        "fit",
-        *DDP,
-        "--trainer.max_epochs=3",
-        "--trainer.limit_train_batches=6",
-        "--trainer.limit_val_batches=1",
-    ]
-    slow = ["--trainer.callbacks+=helpers.SlowDown", "--trainer.callbacks.seconds=0.3"]
-    process = start_module([*fit, "--run_name=run", *slow], tmp_path)
-    last = tmp_path / "logs/run/checkpoints/last.ckpt"
-    wait_for_file(last, process, timeout=300)  # the end of epoch 0
-    time.sleep(0.8)  # a batch or two into epoch 1
-    process.send_signal(signal.SIGTERM)
-    started = time.monotonic()
-    _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 143, stderr[-3000:]
-    assert time.monotonic() - started < 30
-    assert "saved a resumable checkpoint" in stderr and "Traceback" not in stderr
-    saved = torch.load(last, weights_only=True)
-    assert 6 < saved["global_step"] < 12 and saved["epoch"] == 1, "a mid-epoch checkpoint, where it stopped"
-    run_module([*fit, "--run_name=run", "--ckpt_path=last"], cwd=tmp_path, timeout=300)
-    resumed = torch.load(last, weights_only=True)
-    assert resumed["global_step"] == 18 and resumed["epoch"] == 2
 
 
 def test_each_process_gets_its_share_with_the_loaders_settings() -> None:

@@ -6,8 +6,9 @@ group, as a scheduler sends it); a SIGTERM at any moment ends a DDP fit (never a
 another number of processes is refused in the middle of an epoch and continues from an epoch's end
 (README, "Checkpoints and exact resume", "Several GPUs and several machines").
 
-CPU-s on this repo's 2-core machine (``time``, user + sys): the two stop-and-resume sequences about
-150 together, the world-size test about 90, the SIGTERM moments about 120."""
+CPU-s on the 2-core development machine, shared (``/usr/bin/time`` user + sys of pytest, the runs it
+waits for included): the two stop-and-resume sequences 67 together, the SIGTERM moments 27, the
+world-size test 32; the whole file 115 in one run (350 s of wall time). All are marked slow."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from support import (
     assert_same_weights,
     ckpt_weights,
     every_step,
+    finish,
     metric_rows,
     run_module,
     start_module,
@@ -75,10 +77,11 @@ def signal_at(epoch: int, batch: int, group: bool) -> list[str]:
     ]
 
 
-def stop(args: list[str], cwd: Path, group: bool) -> str:
-    """Run a fit that a ``signal_at`` stops; it must exit with 143 and no traceback. Returns stderr."""
-    process = start_module(args, cwd, new_session=group)
-    _, stderr = process.communicate(timeout=600)
+def stop(args: list[str], cwd: Path) -> str:
+    """Run a fit that a ``signal_at`` stops (in a session of its own); it must exit with 143 and no
+    traceback. Returns stderr."""
+    process = start_module(args, cwd, new_session=True)
+    _, stderr = finish(process, timeout=300)
     assert process.returncode == 143, stderr[-3000:]
     assert "Traceback" not in stderr and "saved a resumable checkpoint" in stderr, stderr[-3000:]
     return stderr
@@ -98,11 +101,11 @@ def test_a_ddp_fit_stopped_mid_epoch_and_at_an_epochs_end_resumes_bit_identical(
     ours = [*run, "--run_name=run", *epoch_checkpoints(workdir / "run_epochs")]
     last = workdir / "logs/run/checkpoints/last.ckpt"
     # stop 1: in epoch 0, after its second batch
-    stop([*ours, *signal_at(0, 1, group)], workdir, group)
+    stop([*ours, *signal_at(0, 1, group)], workdir)
     saved = torch.load(last, weights_only=True)
     assert (saved["global_step"], saved["epoch"]) == (2, 0)
     # stop 2, of the resumed run: at the end of epoch 1, after its validation
-    stop([*ours, "--ckpt_path=last", *signal_at(1, -1, group)], workdir, group)
+    stop([*ours, "--ckpt_path=last", *signal_at(1, -1, group)], workdir)
     saved = torch.load(last, weights_only=True)
     assert (saved["global_step"], saved["epoch"]) == (8, 2)
     # one stop: the end of epoch 1 of the resumed run is the uninterrupted run's
@@ -128,13 +131,13 @@ def test_sigterm_at_any_moment_ends_a_ddp_fit_with_a_resumable_checkpoint(tmp_pa
     Lightning's SIGTERM handler ran inside the signal handler."""
     fit = ["fit", *DDP, "--trainer.max_epochs=20", "--data.num_train=1200", "--trainer.limit_val_batches=1"]
     for index, delay in enumerate((0.4, 1.0, 1.6)):
-        process = start_module([*fit, f"--run_name=run{index}"], tmp_path)
+        process = start_module([*fit, f"--run_name=run{index}"], tmp_path, new_session=True)
         last = tmp_path / f"logs/run{index}/checkpoints/last.ckpt"
         wait_for_file(last, process, timeout=300)  # the end of epoch 0
         time.sleep(delay)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)  # to the main process (rank 0)
         started = time.monotonic()
-        _, stderr = process.communicate(timeout=120)
+        _, stderr = finish(process, timeout=120)
         assert process.returncode == 143, stderr[-3000:]
         assert time.monotonic() - started < 60
         assert "saved a resumable checkpoint" in stderr and "Traceback" not in stderr

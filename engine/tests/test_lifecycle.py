@@ -441,8 +441,8 @@ def test_best_is_never_a_users_checkpoint_even_when_the_engines_has_none(
         "--trainer.callbacks.batch=1",
         "--trainer.limit_train_batches=4",  # (a signal in an epoch's last batch lets it validate first)
     ]
-    with pytest.raises(TrainingInterrupted):
-        run_cli("fit", *own)
+    with pytest.raises(TrainingInterrupted):  # (at batch 1 of 3: a stop at an epoch's last one waits)
+        run_cli("fit", *own, "--trainer.limit_train_batches=3")
     (run,) = run_dirs(workdir / "logs")
     assert len(list((run / "checkpoints").glob("epoch=0-step=*.ckpt"))) == 1
     code, _, err = run_main(["test", *FAST, "--ckpt_path=best"], capsys)

@@ -409,14 +409,14 @@ def test_ddp_trials_are_one_trial_per_job_each_with_its_own_value(workdir: Path)
             LR: {"name": "FloatDistribution", "attributes": {"low": 1e-8, "high": 5e-2, "log": True}}
         },
         pruner={"class_path": "MedianPruner", "init_args": {"n_startup_trials": 2, "n_warmup_steps": 0}},
-        enqueue_trials=[{LR: 5e-2}, {LR: 1e-6}, {LR: 1e-8}],
+        enqueue_trials=[{LR: 1e-2}, {LR: 1e-6}, {LR: 1e-8}],
     )
     ddp = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
     result = run_module(
         ["sweep", "--config", str(config), "--n_trials", "3", *TRIAL, *ddp], workdir, timeout=500
     )
     trials = stored_trials(workdir / "logs", "ddp")
-    assert [t.params[LR] for t in trials] == [5e-2, 1e-6, 1e-8], result.stdout
+    assert [t.params[LR] for t in trials] == [1e-2, 1e-6, 1e-8], result.stdout
     assert [t.state.name for t in trials[:2]] == ["COMPLETE", "COMPLETE"]
     for trial in trials:  # the stored value is the one its own run logged (rank 0's metrics.csv)
         run = Path(trial.user_attrs["run_dir"])

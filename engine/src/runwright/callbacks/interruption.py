@@ -102,10 +102,11 @@ class Interruption(Callback):
             self._previous = None
         private.broadcast_stop_request(trainer, None)
 
-    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         """On one process, stop on a pending signal now that the batch's optimizer step is complete
         (not after an epoch's last batch: its validation and end come first)."""
-        batch_idx = args[-1] if args else 0
         if self.requested and trainer.world_size == 1 and batch_idx + 1 < trainer.num_training_batches:
             raise self._stop(self.requested)
 
