@@ -142,6 +142,7 @@ def test_each_process_gets_its_share_with_the_loaders_settings() -> None:
     batches (its ``batch_size`` and ``collate_fn`` kept)."""
     from types import SimpleNamespace
 
+    import torch
     from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
     from runwright.callbacks import DistributedEvaluation
