@@ -99,8 +99,9 @@ def sub_once(text: str, pattern: str, replacement: str, where: str, once: bool =
 
 def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
     """Fill the answers into the reference ``pyproject.toml`` (name, description, author, SPDX
-    ``license`` or none, Python versions, script, package, mypy files, the engine's extras and the
-    logger's package); drop the template-only lines (``# template-only`` ... ``# /template-only``)."""
+    ``license`` or none, Python versions, script, package, mypy files, the package ``runwright.testing``
+    runs, the engine's extras and the logger's package); drop the template-only lines
+    (``# template-only`` ... ``# /template-only``)."""
     package = answers["package_name"]
     major, minor = (int(part) for part in str(answers["python_version"]).split("."))
     mypy_files = [package] + (["benchmarks"] if answers["examples"] == "full" else [])
@@ -123,6 +124,7 @@ def rewrite_pyproject(text: str, answers: Mapping[str, Any]) -> str:
         (r'^include = \["project\*"\]$', f'include = ["{package}*"]'),
         (r'^project = (?=\["configs/)', f"{package} = "),
         (r'^files = \["project", "hooks", "benchmarks", "engine/.*\]$', f"files = {string(mypy_files)}"),
+        (r'^runwright_package = "project"(?=  # )', f"runwright_package = {string(package)}"),
         (r"^ *# template-only\n(.*\n)*? *# /template-only\n", ""),
         (r'^    "generated_suite: .*\n', ""),
         (r'^target-version = "py3\d+"$', f'target-version = "py{major}{minor}"'),
@@ -411,10 +413,8 @@ def rewrite_ci(text: str, oldest: str, copy: bool) -> str:
     text = sub_once(text, r"(?<=python-version: )\[.*\]$", f"[{matrix}]", "ci.yml")
     text = sub_once(text, r'(?<=python-version: )"3\.\d+"$', f'"{oldest}"', "ci.yml", once=False)
     if not copy:
-        step = r"^      - name: {}.*\n        run: if \[ -d engine \]; then cd engine && {}; fi\n"
-        text = sub_once(text, step.format("mypy of an engine copied", "mypy"), "", "ci.yml")
-        tests = step.format("The tests of an engine copied", r"python -m pytest") + r"        env:\n.*\n"
-        text = sub_once(text, tests, "", "ci.yml")
+        step = r"^      - name: .*\n        run: if \[ -d engine \]; then .*\n(?:        env:\n(?:          .*\n)+)?"
+        text = sub_once(text, step, "", "ci.yml", once=False)
     return text
 
 

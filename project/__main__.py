@@ -1,6 +1,6 @@
 """``python -m project`` (and the command of that name): the engine, runwright, runs it."""
 
-from runwright.cli import main as run
+from runwright import main as run
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 import requests  # noqa: F401  # see below
-from runwright.cli import ProjectCLI
+from runwright import ProjectCLI
 from support import PACKAGE
 
 # The first W&B run of a process (when W&B is the logger) imports requests and urllib3, whose

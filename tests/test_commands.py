@@ -8,10 +8,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import pytest
 import torch
 import yaml
-from support import FAST, run_dirs, run_main
+from runwright.testing import FAST, RunMain, run_dirs
 
 
 def test_fit_writes_a_run_folder_with_its_config_metrics_and_checkpoints(trained_logs: Path) -> None:
@@ -32,11 +31,9 @@ def test_fit_writes_a_run_folder_with_its_config_metrics_and_checkpoints(trained
         assert any(row.get(monitor) for row in csv.DictReader(handle)), f"{monitor} was never logged"
 
 
-def test_test_best_evaluates_the_run_s_best_checkpoint(
-    logs: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_test_best_evaluates_the_run_s_best_checkpoint(logs: Path, run_main: RunMain) -> None:
     (fit,) = run_dirs(logs)
-    code, out, err = run_main(["test", "--ckpt_path", "best", *FAST], capsys)
+    code, out, err = run_main("test", "--ckpt_path", "best", *FAST)
     assert code == 0, err
     (used,) = [
         line.removeprefix("--ckpt_path: ") for line in out.splitlines() if line.startswith("--ckpt_path: ")
@@ -49,8 +46,8 @@ def test_test_best_evaluates_the_run_s_best_checkpoint(
     assert len(run_dirs(logs)) == 2
 
 
-def test_predict_writes_one_row_per_sample(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_main(["predict", "--ckpt_path", "best", *FAST], capsys)
+def test_predict_writes_one_row_per_sample(logs: Path, run_main: RunMain) -> None:
+    code, _, err = run_main("predict", "--ckpt_path", "best", *FAST)
     assert code == 0, err
     (predictions,) = logs.glob("*_predict/predictions.csv")
     with predictions.open(newline="") as handle:
@@ -58,8 +55,8 @@ def test_predict_writes_one_row_per_sample(logs: Path, capsys: pytest.CaptureFix
     assert rows and [int(row["index"]) for row in rows] == list(range(len(rows)))
 
 
-def test_export_writes_a_model_that_matches_eager(logs: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_main(["export", "--ckpt_path", "best", "--format", "torch_export"], capsys)
+def test_export_writes_a_model_that_matches_eager(logs: Path, run_main: RunMain) -> None:
+    code, out, err = run_main("export", "--ckpt_path", "best", "--format", "torch_export")
     assert code == 0, err
     assert "Parity check passed" in out
     (exported,) = logs.glob("*_export/model.pt2")

@@ -7,17 +7,15 @@ import csv
 import re
 import shlex
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import yaml
-from runwright.cli import ProjectCLI
-from runwright.commands import tune as tuning
-from runwright.commands.rebuild import load_datamodule, load_model
+from runwright import ProjectCLI
+from runwright.testing import FAST, RunCLI, RunMain, rebuilt
 from sklearn.datasets import load_diabetes
-from support import CONFIGS, FAST, PACKAGE, main
+from support import CONFIGS, PACKAGE
 
 from project.data.diabetes import read_csv_rows
 
@@ -38,22 +36,25 @@ def fit_with_batch_size_1(logs: Path, *args: str) -> Path:
     return ProjectCLI(args=["fit", *args, *common], package=PACKAGE).run_dir
 
 
-def rerun_suggestion(out: str) -> ProjectCLI:
-    """Run the ``Use it: python -m <package> fit ...`` command that a tuner printed in ``out``,
-    in-process (with FAST overrides, no logger); returns the finished CLI."""
+def tune(run_main: RunMain, command: str) -> tuple[str, dict[str, object], list[str]]:
+    """Run the tuning ``command`` (``lr_find``, ``scale_batch_size``) on the diabetes experiment; returns
+    what it printed, the suggestion config it wrote and the ``fit`` arguments of the ``Use it: python -m
+    <package> fit ...`` command it printed (that config last)."""
+    code, out, err = run_main(command, *NO_BARS, "--config", DIABETES)
+    assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
     words = shlex.split(line.removeprefix("Use it: "))
-    assert words[:3] == ["python", "-m", PACKAGE] and words[3] == "fit", line
-    return ProjectCLI(args=["fit", *FAST, "--trainer.logger=false", *words[4:]], package=PACKAGE)
+    assert words[:4] == ["python", "-m", PACKAGE, "fit"] and words[-2] == "--config", line
+    return out, yaml.safe_load(Path(words[-1]).read_text()), words[4:]
 
 
-def quantized_export_line(ckpt: Path, output: Path, capsys: pytest.CaptureFixture[str]) -> str:
+def quantized_export_line(ckpt: Path, output: Path, run_main: RunMain) -> str:
     """Run ``export --format=torchscript --quantize=dynamic`` on ``ckpt`` and return the ``Test ...``
     line it prints (fp32 vs int8 on the test split)."""
-    capsys.readouterr()
     options = ["--format=torchscript", "--quantize=dynamic", f"--output={output}"]
-    main(["export", f"--ckpt_path={ckpt}", *options])
-    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+    code, out, err = run_main("export", f"--ckpt_path={ckpt}", *options)
+    assert code == 0, err
+    return next(line for line in out.splitlines() if line.startswith("Test "))
 
 
 @pytest.fixture(scope="module")
@@ -63,23 +64,23 @@ def batch_size_1_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_regressor_export_names_and_quantization_check_fit_the_task(
-    batch_size_1_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    batch_size_1_run: Path, workdir: Path, run_main: RunMain, package: str
 ) -> None:
     import onnx
 
-    run = batch_size_1_run
-    ckpt = run / "checkpoints" / "best.ckpt"
-    main(["export", f"--ckpt_path={ckpt}", "--format=onnx", f"--output={tmp_path / 'model.onnx'}"])
-    graph = onnx.load(str(tmp_path / "model.onnx")).graph
+    ckpt = batch_size_1_run / "checkpoints" / "best.ckpt"
+    code, out, err = run_main("export", f"--ckpt_path={ckpt}", "--format=onnx", "--output=model.onnx")
+    assert code == 0, err
+    graph = onnx.load(str(workdir / "model.onnx")).graph
     assert [graph.input[0].name, graph.output[0].name] == ["features", "predictions"]
-    assert "batch 64:" in capsys.readouterr().out  # 88 test rows: 64 checked at once, then 1
-    line = quantized_export_line(ckpt, tmp_path / "q.pt", capsys)
+    assert "batch 64:" in out  # 88 test rows: 64 checked at once, then 1
+    line = quantized_export_line(ckpt, workdir / "q.pt", run_main)
     fp32 = float(re.search(r"Test MAE: fp32 ([0-9.]+)", line).group(1))  # type: ignore[union-attr]
     # MAE in the target's units (disease progression 25..346): an untrained-ish model is tens off
     assert 10 < fp32 < 200, line
     # the same number computed here from the checkpoint's predictions on the test split
-    model, datamodule = load_model(ckpt), load_datamodule(run / "config.yaml")
-    datamodule.setup("test")
+    run = rebuilt(ckpt, package)
+    model, datamodule = run.model, run.datamodule
     features, target = datamodule.test_set.tensors  # type: ignore[attr-defined]
     with torch.no_grad():
         mae = (model.to_original_units(model(features)) - model.to_original_units(target)).abs().mean()
@@ -87,7 +88,7 @@ def test_regressor_export_names_and_quantization_check_fit_the_task(
 
 
 def test_predict_on_csv_rows_standardises_them_like_training(
-    run_cli: Any, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: RunCLI, run_main: RunMain, workdir: Path, package: str
 ) -> None:
     data = load_diabetes(scaled=False)
     with (workdir / "rows.csv").open("w", newline="") as handle:
@@ -100,7 +101,7 @@ def test_predict_on_csv_rows_standardises_them_like_training(
     rows = _rows(cli.run_dir)
     assert list(rows[0]) == ["index", "input", "pred"]
     assert [row["input"] for row in rows] == [f"rows.csv:{line}" for line in range(2, 8)]
-    dm, model = fit.datamodule, load_model(fit.run_dir / "checkpoints" / "best.ckpt")
+    dm, model = fit.datamodule, rebuilt(fit.run_dir / "checkpoints" / "best.ckpt", package).model
     features = (torch.tensor(data.data[:6], dtype=torch.float32) - dm.feature_mean) / dm.feature_std  # type: ignore[attr-defined]
     with torch.no_grad():
         expected = model.to_original_units(model(features))  # type: ignore[operator]
@@ -109,10 +110,8 @@ def test_predict_on_csv_rows_standardises_them_like_training(
     (workdir / "bad.csv").write_text(
         "59,2,32.1,101,157,93.2,38,4,4.8598,87\n48,1,21.6,87,183,103.2,70,3,3.8918\n"
     )
-    with pytest.raises(SystemExit) as exit_info:
-        main(["predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv"])
-    assert exit_info.value.code == 2  # bad input
-    err = capsys.readouterr().err
+    code, _, err = run_main("predict", *FAST, *QUIET, "--ckpt_path=best", "--data.predict_path=bad.csv")
+    assert code == 2  # bad input
     assert "error: bad.csv line 2: 9 columns, expected 10 (age, sex, bmi, bp, s1, s2, s3, s4, s5, s6)" in err
 
 
@@ -132,18 +131,17 @@ def test_a_csv_folder_lists_every_file_it_did_not_read(tmp_path: Path) -> None:
 
 
 def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_experiment(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_main: RunMain, run_cli: RunCLI
 ) -> None:
-    lr, config = tuning.lr_find([*NO_BARS, "--config", str(DIABETES)], PACKAGE)
-    out = capsys.readouterr().out
+    out, saved, fit_args = tune(run_main, "lr_find")
+    optimizer = saved["model"]["init_args"]["optimizer"]  # type: ignore[index]
+    assert optimizer["class_path"] == "torch.optim.AdamW" and list(optimizer["init_args"]) == ["lr"]
+    lr = optimizer["init_args"]["lr"]
     # 3e-3 trains this experiment well; Lightning's own rule said 1.3e-4 (on the flat start)
     assert 5e-4 <= lr <= 1e-2, out
-    saved = yaml.safe_load(config.read_text())
-    assert saved["model"]["init_args"]["optimizer"] == {
-        "class_path": "torch.optim.AdamW",
-        "init_args": {"lr": lr},
-    }
-    cli = rerun_suggestion(out)
+    (line,) = [line for line in out.splitlines() if line.startswith("Suggested LR: ")]
+    assert line.startswith(f"Suggested LR: {lr:.3g} for torch.optim.AdamW on "), line
+    cli = run_cli("fit", "--trainer.logger=false", *fit_args)
     assert type(cli.model).__name__ == "TabularRegressor"
     assert type(cli.datamodule).__name__ == "DiabetesDataModule"
     (group,) = cli.trainer.optimizers[0].param_groups
@@ -152,17 +150,15 @@ def test_lr_find_on_diabetes_suggests_the_steep_part_and_its_command_reruns_the_
 
 
 def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the_experiment(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_main: RunMain, run_cli: RunCLI
 ) -> None:
-    size, config = tuning.scale_batch_size([*NO_BARS, "--config", str(DIABETES)], PACKAGE)
-    out = capsys.readouterr().out
+    out, saved, fit_args = tune(run_main, "scale_batch_size")
     # 288 training rows: 64, 128, 256 fit; 512 would be larger than the split (Lightning tries it)
-    assert size == 256, out
-    assert "stopped because the next size (512) would exceed the training split of 288 samples" in out
-    saved = yaml.safe_load(config.read_text())
+    assert "Batch size: 256 (doubled from 64; stopped because the next size (512) would exceed the " in out
+    assert "training split of 288 samples)" in out
     data_class = "project.data.DiabetesDataModule"
     assert saved == {"data": {"class_path": data_class, "init_args": {"batch_size": 256}}}
-    cli = rerun_suggestion(out)
+    cli = run_cli("fit", "--trainer.logger=false", *fit_args)
     assert type(cli.model).__name__ == "TabularRegressor"
     assert cli.datamodule.batch_size == 256  # type: ignore[attr-defined]
     assert cli.datamodule.hparams["split_seed"] == 0

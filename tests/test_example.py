@@ -8,30 +8,27 @@ import os
 import re
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 import yaml
-from runwright.project import config_files
-from support import PACKAGE, main
+from runwright import config_files
+from runwright.testing import RunMain
+from support import PACKAGE
 
 CONFIG_FILES = config_files(PACKAGE)
 
 
-def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+def run(run_main: RunMain, *args: str) -> str:
     """``python -m project ARGS`` in-process; returns its stdout (a non-zero exit fails)."""
-    with warnings.catch_warnings():  # main's filters for its process
-        try:
-            main(args)
-        except SystemExit as exit:
-            assert exit.code == 0, capsys.readouterr().err
-    return capsys.readouterr().out
+    code, out, err = run_main(*args)
+    assert code == 0, err
+    return out
 
 
-def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_defaults_are_the_packages_yaml_files(workdir: Path, run_main: RunMain) -> None:
     assert [path.name for path in CONFIG_FILES] == ["defaults.yaml", "default.yaml", "logger.yaml"]
-    printed = yaml.safe_load(run(["fit", "--print_config"], capsys))
+    printed = yaml.safe_load(run(run_main, "fit", "--print_config"))
     engine, default, logger = (yaml.safe_load(Path(path).read_text()) for path in CONFIG_FILES)
     for key, value in {**engine["trainer"], **default["trainer"]}.items():
         assert printed["trainer"][key] == value, key
@@ -46,17 +43,15 @@ def test_the_defaults_are_the_packages_yaml_files(workdir: Path, capsys: pytest.
 
 
 @pytest.mark.slow
-def test_the_default_fit_then_test_best_reaches_097(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_default_fit_then_test_best_reaches_097(workdir: Path, run_main: RunMain) -> None:
     """The README's promise, as written: the default run, the best checkpoint's test, a prediction."""
     quiet = ["--trainer.enable_progress_bar=false"]
-    assert "Best checkpoint (val/acc=" in run(["fit", *quiet], capsys)
-    out = run(["test", "--ckpt_path", "best", *quiet], capsys)
+    assert "Best checkpoint (val/acc=" in run(run_main, "fit", *quiet)
+    out = run(run_main, "test", "--ckpt_path", "best", *quiet)
     match = re.search(r"test/acc=([0-9.]+)", out)
     assert match, out
     assert float(match.group(1)) >= 0.97
-    out = run(["predict", "--ckpt_path", "best", *quiet, "--trainer.limit_predict_batches=1"], capsys)
+    out = run(run_main, "predict", "--ckpt_path", "best", *quiet, "--trainer.limit_predict_batches=1")
     assert "predictions.csv" in out
     assert len(list((workdir / "logs").iterdir())) == 3
 

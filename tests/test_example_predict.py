@@ -5,18 +5,14 @@ files, skipping bad ones and the CSV, is tested in the engine's own tests)."""
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
-from runwright.cli import ProjectCLI
-from runwright.commands.rebuild import load_model
+from runwright.testing import RunCLI, rebuilt
 from sklearn.datasets import load_digits
-
-RunCLI = Callable[..., ProjectCLI]  # the run_cli fixture of tests/conftest.py
 
 QUIET = ["--trainer.logger=false"]
 
@@ -36,7 +32,9 @@ def write_digit_pngs(folder: Path, count: int = 20) -> list[int]:
 
 
 @pytest.mark.slow
-def test_predict_on_a_folder_of_digit_pngs_classifies_them(run_cli: RunCLI, workdir: Path) -> None:
+def test_predict_on_a_folder_of_digit_pngs_classifies_them(
+    run_cli: RunCLI, workdir: Path, package: str
+) -> None:
     labels = write_digit_pngs(workdir / "pngs")
     fit = run_cli(
         "fit",
@@ -54,7 +52,7 @@ def test_predict_on_a_folder_of_digit_pngs_classifies_them(run_cli: RunCLI, work
     assert right >= 17, f"{right}/20 right"
     # the files were converted as the data (up to the PNGs' 8-bit rounding): the same probabilities
     # as on the dataset's own tensors
-    model = load_model(fit.run_dir / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
+    model = rebuilt(fit.run_dir / "checkpoints" / "best.ckpt", package).model  # what predict used
     normalize = fit.datamodule.normalize
     images = torch.tensor(load_digits().images[:20], dtype=torch.float32).unsqueeze(1) / 16
     with torch.no_grad():

@@ -4,29 +4,38 @@ sampler and pruner build), and its enqueued first trial is the default config it
 
 from __future__ import annotations
 
-import os
-import warnings
 from pathlib import Path
-from unittest import mock
+from typing import Any
 
 import optuna
-from runwright.cli import ProjectCLI
-from runwright.commands.sweep import SweepCLI
-from support import PACKAGE, main
+import yaml
+from runwright.testing import RunMain
+from support import CONFIGS
 
-DIGITS_SWEEP = Path(__file__).resolve().parents[1] / "configs" / "sweep" / "digits.yaml"
+DIGITS_SWEEP = CONFIGS / "sweep" / "digits.yaml"
 
 
-def test_the_digits_sweep_is_valid_and_starts_from_the_default_config(workdir: Path) -> None:
-    with warnings.catch_warnings():  # (the filters main sets for its process)
-        main(["sweep", "--config", str(DIGITS_SWEEP), "--n_trials", "0"])  # checks everything, runs nothing
+def flat(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as ``{dotted key: value}`` without its ``init_args`` levels (a sweep's keys may
+    leave them out)."""
+    items: dict[str, Any] = {}
+    for key, value in config.items():
+        dotted = prefix if key == "init_args" else f"{prefix}{key}."
+        items.update(flat(value, dotted) if isinstance(value, dict) else {dotted.rstrip("."): value})
+    return items
+
+
+def test_the_digits_sweep_is_valid_and_starts_from_the_default_config(
+    workdir: Path, run_main: RunMain
+) -> None:
+    code, _, err = run_main("sweep", "--config", str(DIGITS_SWEEP), "--n_trials", "0")  # checks, runs nothing
+    assert code == 0, err
     storage = f"sqlite:///{workdir / 'logs' / 'digits_sweep' / 'optuna.db'}"
     (trial,) = optuna.load_study(study_name="digits", storage=storage).trials
     assert trial.state == optuna.trial.TrialState.WAITING, "the enqueued trial waits for the first worker"
-    with mock.patch.dict(os.environ):  # (parsing seeds: PL_GLOBAL_SEED)
-        (first,) = SweepCLI(["--config", str(DIGITS_SWEEP)], PACKAGE).config.enqueue_trials
-        default = {
-            key.replace(".init_args", ""): value
-            for key, value in ProjectCLI(args=[], run=False, package=PACKAGE).config.items()
-        }
-    assert first == {key: default[key.replace(".init_args", "")] for key in first}
+    code, printed, err = run_main("fit", "--print_config")
+    assert code == 0, err
+    default = flat(yaml.safe_load(printed))
+    (first,) = yaml.safe_load(DIGITS_SWEEP.read_text())["enqueue_trials"]
+    first = {key.replace(".init_args", ""): value for key, value in first.items()}
+    assert first == {key: default[key] for key in first}

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import PACKAGE, REPO_ROOT, run_dirs
+from runwright.testing import run_dirs
+from support import PACKAGE, REPO_ROOT
 
 GUIDE = REPO_ROOT / "docs" / "extending.md"
 #: ``<!-- new file: PATH -->`` or ``<!-- add after the last import in: PATH -->``, then a fenced block.

@@ -30,8 +30,9 @@ from typing import Any
 import pytest
 import yaml
 from runwright import __version__ as ENGINE_VERSION
-from support import FAST, REPO_ROOT
-from test_template_hooks import UNTRACKED, files_of, git, post_gen, snapshot_template
+from runwright.testing import FAST
+from support import REPO_ROOT
+from test_template_hooks import UNTRACKED, files_of, git, post_gen, private_engine_uses, snapshot_template
 
 cookiecutter_main = pytest.importorskip("cookiecutter.main")
 from cookiecutter.exceptions import FailedHookException  # noqa: E402
@@ -440,7 +441,7 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     workdir.mkdir()
     env["WANDB_MODE"] = "disabled"
     script = (  # (one interpreter for both: each start-up imports torch and Lightning)
-        "from runwright.cli import main\n"
+        "from runwright import main\n"
         f"try:\n    main(['--help'], package={package!r})\nexcept SystemExit as exit:\n"
         "    assert exit.code == 0, exit.code\n"
         f"print('=== fit ===')\nmain(['fit', *{FAST!r}], package={package!r})\n"
@@ -456,6 +457,15 @@ def test_generated_repo_lints_starts_and_fits(name: str, baked: dict[str, Path],
     loggers = loggers if isinstance(loggers, list) else [loggers]
     assert loggers[0]["class_path"].rsplit(".", 1)[-1] == LOGGER_CLASSES[answers["logger"]][0]
     assert bool(list(run_dir.glob("events.out.tfevents.*"))) == (answers["logger"] == "tensorboard")
+
+
+@pytest.mark.parametrize("name", list(COMBINATIONS))
+def test_a_generated_repo_uses_only_the_engine_s_public_surface(name: str, baked: dict[str, Path]) -> None:
+    """Every Python file of the repo (its package, tests, benchmarks; an engine copied in excepted)
+    imports only ``runwright`` and ``runwright.testing``, and only names they export; its YAML names only
+    public engine classes."""
+    copied = COMBINATIONS[name]["engine_source"] == "copy"
+    assert private_engine_uses(baked[name], (f"{post_gen.ENGINE_FOLDER}/",) if copied else ()) == []
 
 
 #: One complete suite per logger value, the tensorboard one a minimal repo: ``make test-generated``
@@ -701,14 +711,11 @@ class RandomData(L.LightningDataModule):
 '''
 OWN_TEST = '''"""My task trains."""
 
-from pathlib import Path
-
-from runwright.cli import ProjectCLI
+from runwright.testing import RunCLI
 
 
-def test_my_task_fits(tmp_path: Path) -> None:
-    args = ["fit", "--trainer.max_epochs=1", f"--logs_dir={{tmp_path}}", "--trainer.logger=false"]
-    cli = ProjectCLI(args=args, package="{package}")
+def test_my_task_fits(run_cli: RunCLI) -> None:
+    cli = run_cli("fit", "--trainer.logger=false")
     assert cli.trainer.state.finished and (cli.run_dir / "checkpoints" / "best.ckpt").is_file()
 '''
 
@@ -737,7 +744,7 @@ def replace_the_example(repo: Path, package: str) -> None:
         "seed_everything: 0\ntrainer:\n  max_epochs: 3\nmodel:\n  class_path: LitModel\n"
         "data:\n  class_path: RandomData\ncheckpoint:\n  monitor: val_acc\n  mode: max\n"
     )
-    (repo / "tests" / "test_my_task.py").write_text(OWN_TEST.format(package=package))
+    (repo / "tests" / "test_my_task.py").write_text(OWN_TEST)
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ file rewrites, the symlinked template folder and the workflow files.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -17,6 +18,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import runwright
+import runwright.testing
 import yaml
 from support import REPO_ROOT
 
@@ -166,6 +169,7 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert config["tool"]["mypy"]["files"] == ["acme_vision", "benchmarks"]
     assert config["tool"]["mypy"]["python_version"] == "3.11"
     assert config["tool"]["ruff"]["target-version"] == "py311"
+    assert config["tool"]["pytest"]["ini_options"]["runwright_package"] == "acme_vision"
     unlicensed = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "license": "none"}))
     assert "license" not in unlicensed["project"]
     minimal = tomllib.loads(post_gen.rewrite_pyproject(text, {**GOOD_ANSWERS, "examples": "minimal"}))
@@ -175,10 +179,18 @@ def test_pyproject_is_filled_in_and_still_parses() -> None:
     assert not any(r.startswith(("wandb", "tensorboard")) for r in csv["project"]["dependencies"])
 
 
-def test_a_rule_that_no_longer_matches_is_an_error() -> None:
-    text = (REPO_ROOT / "pyproject.toml").read_text().replace('project = "project.__main__:main"', "")
-    with pytest.raises(post_gen.TemplateDriftError, match="__main__:main"):
-        post_gen.rewrite_pyproject(text, GOOD_ANSWERS)
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ('project = "project.__main__:main"', "__main__:main"),
+        ('runwright_package = "project"', "runwright_package"),
+    ],
+)
+def test_a_rule_that_no_longer_matches_is_an_error(line: str, named: str) -> None:
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    assert line in text
+    with pytest.raises(post_gen.TemplateDriftError, match=named):
+        post_gen.rewrite_pyproject(text.replace(line, ""), GOOD_ANSWERS)
 
 
 def copy_reference_project(target: Path, template: Path = REPO_ROOT) -> Path:
@@ -413,7 +425,7 @@ def test_only_a_repo_with_the_engine_copied_in_checks_it_in_ci_and_make(copy: bo
         for job, spec in yaml.safe_load(ci)["jobs"].items()
     }
     engine_steps = [step for job in steps.values() for step in job if "[ -d engine ]" in step]
-    assert len(engine_steps) == (2 if copy else 0)
+    assert len(engine_steps) == (3 if copy else 0)
     assert "mypy" in steps["types"] and "python -m pytest" in steps["tests"]
     makefile = post_gen.TEMPLATE_ONLY_BLOCK.sub("", (REPO_ROOT / "Makefile").read_text())
     makefile = post_gen.rewrite_makefile(makefile, copy)
@@ -599,3 +611,82 @@ def test_an_engine_that_cannot_be_built_stops_generation_naming_the_other_answer
     ):
         post_gen.build_wheel(tmp_path / "engine", tmp_path / "requirements")
     assert not list(tmp_path.rglob("*.whl"))
+
+
+#: The engine's public surface: its public modules, each with the names a project may import from it.
+PUBLIC = {
+    "runwright": {*runwright.__all__, "__version__", "*"},
+    "runwright.testing": {*runwright.testing.__all__, "*"},
+}
+#: A YAML ``class_path`` into the engine.
+ENGINE_CLASS_PATH = re.compile(r"class_path:\s*[\"']?(runwright\.[\w.]+)")
+
+
+def private_engine_uses(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    """``path:line: what`` for each use of the engine outside its public surface (:data:`PUBLIC`) in the
+    files under ``root`` (links followed; not in ``.git`` or under the relative paths ``skip``): in a
+    Python file an import of another runwright module (``import runwright.cli``, ``from runwright.runs
+    import ...``) or of a name its public module does not export (``from runwright import cli``); in a
+    YAML file a ``class_path`` that is not ``runwright.<public name>``."""
+    found = []
+    for folder, folders, files in os.walk(root, followlinks=True):
+        folders[:] = sorted(name for name in folders if name != ".git")
+        for path in sorted(Path(folder) / name for name in files):
+            relative = path.relative_to(root).as_posix()
+            if relative.startswith(skip):
+                continue
+            if path.suffix == ".py":
+                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), relative)):
+                    if isinstance(node, ast.Import):
+                        used = [(alias.name, None) for alias in node.names]
+                    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                        used = [(node.module, alias.name) for alias in node.names]
+                    else:
+                        continue
+                    for module, name in used:
+                        public = PUBLIC.get(module, set())
+                        if module.split(".")[0] == "runwright" and (
+                            not public or (name and name not in public)
+                        ):
+                            found.append(f"{relative}:{node.lineno}: {module}{f'.{name}' if name else ''}")
+            elif path.suffix in (".yaml", ".yml"):
+                for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                    for dotted in ENGINE_CLASS_PATH.findall(line):
+                        module, _, name = dotted.rpartition(".")
+                        if module != "runwright" or name not in PUBLIC["runwright"]:
+                            found.append(f"{relative}:{number}: {dotted}")
+    return found
+
+
+def test_the_template_s_project_uses_only_the_engine_s_public_surface() -> None:
+    """What the template folder gives a generated repo (the package, its tests, configs, benchmarks; not
+    the engine, not the template-only tests) imports only ``runwright`` and ``runwright.testing`` and only
+    the names they export, and its YAML names only public engine classes."""
+    skip = (post_gen.ENGINE_DIR, post_gen.LICENSES_DIR, *post_gen.TEMPLATE_ONLY_PATHS)
+    assert private_engine_uses(TEMPLATE_DIR, skip) == []
+
+
+def test_the_public_surface_check_finds_each_kind_of_private_use(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "ok.py").write_text(
+        "import runwright\nimport runwright.testing\nfrom runwright import BaseModule, main, __version__\n"
+        "from runwright.testing import FAST, rebuilt\nfrom . import runwright\nimport torch.nn\n"
+    )
+    (tmp_path / "pkg" / "bad.py").write_text(
+        "from runwright.cli import main\nimport runwright.runs as runs\nfrom runwright import cli, main\n"
+        "from runwright.testing import support\n"
+    )
+    (tmp_path / "config.yaml").write_text(
+        "a:\n  class_path: runwright.schedules.WarmupCosineLR\nb:\n  class_path: runwright.WarmupCosineLR\n"
+        "c:\n  class_path: torch.optim.AdamW\n"
+    )
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "cli.py").write_text("from runwright.runs import RUN_DIR_ENV\n")
+    assert private_engine_uses(tmp_path, ("engine/",)) == [
+        "config.yaml:2: runwright.schedules.WarmupCosineLR",
+        "pkg/bad.py:1: runwright.cli.main",
+        "pkg/bad.py:2: runwright.runs",
+        "pkg/bad.py:3: runwright.cli",
+        "pkg/bad.py:4: runwright.testing.support",
+    ]
+    assert len(private_engine_uses(tmp_path)) == 6  # (engine/ checked too)

@@ -14,9 +14,9 @@ from runwright import (
     PredictInputs,
     channel_mean_std,
     check_fractions,
+    input_files,
     seeded_split,
 )
-from runwright.inputs import input_files
 from torch import Tensor
 from torch.utils.data import TensorDataset
 

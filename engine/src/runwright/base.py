@@ -44,7 +44,7 @@ class BaseModule(LightningModule):
             ``class_path`` such as ``torch.optim.AdamW`` with its ``init_args`` (LightningCLI's
             ``OptimizerCallable``). Default: AdamW with PyTorch's defaults (lr 1e-3, weight decay 1e-2).
         lr_scheduler: Optional callable that takes the optimizer and returns an LR scheduler
-            (LightningCLI's ``LRSchedulerCallable``), e.g. ``WarmupCosineLR`` (``runwright.schedules``).
+            (LightningCLI's ``LRSchedulerCallable``), e.g. ``runwright.WarmupCosineLR``.
             A scheduler with a ``total_steps`` argument left null (``WarmupCosineLR``,
             ``torch.optim.lr_scheduler.OneCycleLR``) is given ``trainer.estimated_stepping_batches``
             and stepped after every optimizer step.

@@ -4,23 +4,27 @@
 
 - ``package``: that package's name;
 - ``workdir``: the test's own empty working directory (the commands write ``./logs`` there), W&B off;
-- ``run_cli``: ``run_cli("fit", *args)`` runs a command in-process with :data:`FAST` first and returns the
-  finished :class:`~runwright.ProjectCLI` (``cli.run_dir``, ``cli.trainer``, ``cli.model``);
-- ``run_main``: ``run_main(*args)`` runs a command as the command line does and returns ``(exit code,
-  stdout, stderr)`` (one ``error:`` line and exit code 2 for bad input);
+- ``run_cli``: ``run_cli("fit", *args)`` runs a Trainer command (``fit``, ``validate``, ``test``,
+  ``predict``) in-process with :data:`FAST` first and returns the finished :class:`~runwright.ProjectCLI`
+  (``cli.run_dir``, ``cli.trainer``, ``cli.model``, ``cli.datamodule``; the best-checkpoint callback is
+  ``cli.trainer.checkpoint_callback``);
+- ``run_main``: ``run_main(*args)`` runs any command, the extra ones (``export``, ``lr_find``, ...)
+  included, as the command line does and returns ``(exit code, stdout, stderr)`` (one ``error:`` line
+  and exit code 2 for bad input);
 - ``trained_logs``: a logs folder with one fast ``fit`` of the package's default experiment, made once per
   test process; ``logs``: this test's copy of it as ``./logs``.
 
-:func:`rebuilt` gives a checkpoint's model and data as the commands that read a run rebuild them.
+:func:`rebuilt` gives a checkpoint's model and data as the commands that read a run rebuild them,
+:func:`run_dirs` the run folders of a logs folder; :class:`RunCLI` and :class:`RunMain` are the types of
+the two runner fixtures, for annotations.
 """
 
 from __future__ import annotations
 
 import shutil
 import warnings
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
@@ -41,6 +45,18 @@ FAST = [
     "--trainer.enable_model_summary=false",
     "--trainer.log_every_n_steps=1",
 ]
+
+
+class RunCLI(Protocol):
+    """The type of the ``run_cli`` fixture (for a test's annotation)."""
+
+    def __call__(self, command: str, *args: str, fast: bool = True) -> ProjectCLI: ...
+
+
+class RunMain(Protocol):
+    """The type of the ``run_main`` fixture (for a test's annotation)."""
+
+    def __call__(self, *args: str) -> tuple[int, str, str]: ...
 
 
 def rebuilt(ckpt_path: str | Path, package: str, *args: str) -> RebuildCLI:
@@ -82,7 +98,7 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def run_cli(workdir: Path, package: str) -> Callable[..., ProjectCLI]:
+def run_cli(workdir: Path, package: str) -> RunCLI:
     """``run_cli(command, *args, fast=True)``: the command, :data:`FAST` first (unless ``fast=False``) so
     that ``args`` override it, run in-process; returns the finished CLI."""
     from .cli import ProjectCLI
@@ -94,9 +110,7 @@ def run_cli(workdir: Path, package: str) -> Callable[..., ProjectCLI]:
 
 
 @pytest.fixture
-def run_main(
-    workdir: Path, package: str, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., tuple[int, str, str]]:
+def run_main(workdir: Path, package: str, capsys: pytest.CaptureFixture[str]) -> RunMain:
     """``run_main(*args)``: ``python -m <package> ARGS`` in-process (the warning filters it sets for its
     process undone); returns ``(exit code, stdout, stderr)``."""
     from .cli import main
@@ -137,4 +151,4 @@ def logs(trained_logs: Path, workdir: Path) -> Path:
     return Path(shutil.copytree(trained_logs, workdir / "logs"))
 
 
-__all__ = ["FAST", "rebuilt", "run_dirs"]
+__all__ = ["FAST", "RunCLI", "RunMain", "rebuilt", "run_dirs"]
