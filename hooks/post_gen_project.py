@@ -413,7 +413,8 @@ def rewrite_ci(text: str, oldest: str, copy: bool) -> str:
     text = sub_once(text, r"(?<=python-version: )\[.*\]$", f"[{matrix}]", "ci.yml")
     text = sub_once(text, r'(?<=python-version: )"3\.\d+"$', f'"{oldest}"', "ci.yml", once=False)
     if not copy:
-        step = r"^      - name: .*\n        run: if \[ -d engine \]; then .*\n(?:        env:\n(?:          .*\n)+)?"
+        step = r"^      - name: .*\n        run: if \[ -d engine \]; then .*\n"
+        step += r"(?:        env:\n(?:          .*\n)+)?"  # (the step's environment, if any)
         text = sub_once(text, step, "", "ci.yml", once=False)
     return text
 
