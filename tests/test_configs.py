@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from support import CONFIGS, PACKAGE, run_main
+from runwright.testing import RunMain
+from support import CONFIGS, PACKAGE
 
 # sweep and SLURM configs are not fit configs: the sweep's own test checks them, and
 # test_slurm_presets_print_a_batch_script the SLURM presets.
@@ -87,16 +88,12 @@ def test_config_runs_a_fast_fit(name: str, run_cli: Any, request: pytest.Fixture
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (CONFIGS / "slurm").glob("*.yaml")))
-def test_slurm_presets_print_a_batch_script(
-    name: str, workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_slurm_presets_print_a_batch_script(name: str, workdir: Path, run_main: RunMain) -> None:
     """``submit fit --slurm configs/slurm/<preset> --dry_run``: the batch script of the default experiment
     with the preset's resources, one process per device and the warning signal to the batch shell;
     nothing is written (the engine's tests have a real SLURM accept each preset's script)."""
     preset = yaml.safe_load((CONFIGS / "slurm" / name).read_text())
-    code, out, err = run_main(
-        ["submit", "fit", "--slurm", str(CONFIGS / "slurm" / name), "--dry_run"], capsys
-    )
+    code, out, err = run_main("submit", "fit", "--slurm", str(CONFIGS / "slurm" / name), "--dry_run")
     assert code == 0, err
     tasks = preset.get("tasks_per_node") or preset.get("gpus_per_node") or 1
     assert f"#SBATCH --nodes={preset['nodes']}\n" in out and f"#SBATCH --ntasks-per-node={tasks}\n" in out
