@@ -6,13 +6,10 @@ run come right after the defaults, so whatever the user gives wins."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import inspect
 import os
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,9 +33,7 @@ from .callbacks import (
     Interruption,
     MemoryMonitor,
     TrainingMonitor,
-    compile_problem,
     console_callbacks,
-    raised_in,
 )
 from .checkpointing import (
     AtomicCheckpointIO,
@@ -54,8 +49,8 @@ from .errors import (
     ProjectError,
     TrainingInterrupted,
     file_system_error,
-    first_line,
 )
+from .failures import build_problem, one_line
 from .parser import Parser, closest, did_you_mean
 from .project import DISTRIBUTION, config_files, missing_modules
 from .provenance import Provenance
@@ -65,6 +60,7 @@ from .runs import (
     add_run_folder_arguments,
     choose_run_dir,
     class_of,
+    discard_new_run,
     finish_wandb_run,
     keep_metrics_csv,
     linked_arguments,
@@ -178,25 +174,12 @@ class ProjectCLI(LightningCLI):
         self.runs_subcommand = run
         self._environ = dict(os.environ)
         try:
-            try:
-                super().__init__(args=args, run=run, **kwargs)
-            except Exception as error:
-                compiling = hasattr(self, "config") and self._config().get("compile.enabled")
-                if (translated := one_line(error, bool(compiling))) is None:
-                    raise
-                raise translated from error
-        except ProjectError as error:
-            if error.exit_code == 2:
-                self._discard_new_run()
+            super().__init__(args=args, run=run, **kwargs)
+        except BaseException as error:
+            self._end(error, building=True)
             raise
-        except OSError as error:
-            raise self._file_system_fault(error) from error
-        except Exception:  # a traceback: a new run folder without a checkpoint is not left behind
-            self._discard_new_run()
-            raise
-        finally:
-            if run:
-                self.__exit__()
+        if run:
+            self._end()
 
     def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
         """LightningCLI's subcommands (a ``staticmethod`` there), only the one being run when the command
@@ -206,35 +189,6 @@ class ProjectCLI(LightningCLI):
     def default_config_files(self) -> list[Path]:
         """The config files loaded before any ``--config`` (:func:`~runwright.project.config_files`)."""
         return config_files(self.package)
-
-    def _file_system_fault(self, error: OSError) -> OSError | FileSystemError:
-        """``error`` as a :class:`~runwright.errors.FileSystemError` (naming this run's folder when it
-        names no file) when it is a fault of the file system, this run's new folder discarded
-        (:meth:`_discard_new_run`); else ``error`` itself."""
-        fault = file_system_error(error, getattr(self, "run_dir", None))
-        if fault is None:
-            return error
-        self._discard_new_run()
-        return fault
-
-    def _discard_new_run(self) -> None:
-        """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
-        written their first files before a setting was found bad), closing its W&B run silently, and the
-        logs folder when this command created it and it is left empty."""
-        run_dir: Path | None = getattr(self, "run_dir", None)
-        if (
-            run_dir is None
-            or getattr(rank_zero_only, "rank", 0) > 0  # (another process's run: rank 0 decides)
-            or self.continued
-            or not run_dir.is_dir()
-            or any(run_dir.glob("checkpoints/**/*.ckpt"))
-        ):
-            return
-        finish_wandb_run(is_global_zero=False)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if self._new_logs_dir:
-            with contextlib.suppress(OSError):
-                run_dir.parent.rmdir()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProjectCLI:
         """The CLI itself, never a copy: the optimizer and scheduler callables LightningCLI gives a model
@@ -247,19 +201,31 @@ class ProjectCLI(LightningCLI):
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Put the environment variables that seeding and the run folder set back, and close an open W&B
-        run (a run with a subcommand does this when it ends). A fault of the file system in the block
-        (e.g. a full disk while ``cli.trainer.fit`` writes) becomes a
-        :class:`~runwright.errors.FileSystemError`; after it or bad input (exit code 2), this run's new
-        folder without a checkpoint is discarded."""
+        """See :meth:`_end` (an error in the block is not one of building the run)."""
+        self._end(exc_info[1] if len(exc_info) > 1 and isinstance(exc_info[1], BaseException) else None)
+
+    def _end(self, error: BaseException | None = None, building: bool = False) -> None:
+        """End the command: put the environment variables that seeding and the run folder set back, close
+        an open W&B run; raise ``error``'s one-line :class:`~runwright.errors.ProjectError`
+        (:func:`~runwright.failures.one_line`), if it has one. After bad input (exit code 2), a fault of
+        the file system, or, while ``building`` the run, an error without a one-line form (a traceback),
+        this command's new run folder without a checkpoint is discarded
+        (:func:`~runwright.runs.discard_new_run`)."""
+        problem = None
+        if isinstance(error, Exception):
+            compiling = hasattr(self, "config") and bool(self._config().get("compile.enabled"))
+            problem = one_line(error, compiling, getattr(self, "run_dir", None))
+            if problem is not None:
+                discard = problem.exit_code == 2 or isinstance(problem, FileSystemError)
+            else:
+                discard = building and not isinstance(error, OSError)
+            if discard and hasattr(self, "run_dir") and not self.continued:
+                discard_new_run(self.run_dir, self._new_logs_dir)
         os.environ.clear()
         os.environ.update(self._environ)
         finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
-        error = exc_info[1] if len(exc_info) > 1 else None
-        if isinstance(error, OSError) and (fault := self._file_system_fault(error)) is not error:
-            raise fault from error
-        if isinstance(error, ProjectError) and error.exit_code == 2:
-            self._discard_new_run()
+        if problem is not None and problem is not error:
+            raise problem from error
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
@@ -378,15 +344,18 @@ class ProjectCLI(LightningCLI):
         except (ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if isinstance(error, ProjectError):
                 raise
-            cause: BaseException = error
-            while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
-                cause = cause.__cause__
-            problem = (
-                logger_problem(run.trainer.logger)
-                or f"{type(cause).__name__}: {' '.join(str(cause).split())}"
-            )
-            raise ConfigError(f"building the run failed: {problem}") from error
-        checks.check_run(self)
+            raise build_problem(error, run.trainer.logger) from error
+        checks.check_run(
+            config,
+            self.defaults,
+            self.model,
+            self.datamodule,
+            self.trainer,
+            fitting=self.subcommand == "fit",
+            checkpoint=self.checkpoint,
+            init_checkpoint=self.init_checkpoint,
+            continued=self.run_dir if self.continued else None,
+        )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The trainer with the progress display, the provenance record, DDP-exact evaluation, the
@@ -472,40 +441,6 @@ GROUPS = {
 }
 
 
-def one_line(error: Exception, compiling: bool) -> ProjectError | None:
-    """The one-line error for an exception raised while a command runs, by its source: Lightning's
-    ``MisconfigurationException`` (a setting Lightning refuses, e.g. no ``test_step`` for ``test``), W&B's
-    start (e.g. no API key), ``torch.compile`` (only with ``--compile.enabled``), DDP's model wrapper
-    (parameters without a gradient: Lightning's message names the strategy); ``None`` for any other."""
-    if compiling and (problem := compile_problem(error)) is not None:
-        return ConfigError(problem)
-    if raised_in(error, "torch.nn.parallel.distributed"):  # DDP's wrapper (e.g. unused parameters)
-        return ConfigError(f"DDP: {first_line(error)}")
-    if isinstance(error, MisconfigurationException):
-        return ConfigError(" ".join(str(error).split()))
-    if type(error).__module__.split(".")[0] == "wandb":
-        return ConfigError(
-            f"W&B could not start the run ({type(error).__name__}: {first_line(error)}); log in "
-            "(`wandb login`) or log offline (WANDB_MODE=offline, the W&B preset's default)"
-        )
-    return None
-
-
-def logger_problem(logger: Any) -> str | None:
-    """Why a logger of the config cannot be built (e.g. its package is not installed: jsonargparse
-    reports only that the value fits no type), found by building each one alone; ``None`` if all build."""
-    for item in logger if isinstance(logger, list) else [logger]:
-        if isinstance(item, Namespace):
-            cls = class_of(item.class_path)
-            try:
-                cls(**dict(item.get("init_args") or {}))
-            except Exception as error:
-                return (
-                    f"trainer.logger {cls.__name__}: {type(error).__name__}: {' '.join(str(error).split())}"
-                )
-    return None
-
-
 #: Commands that are not Trainer methods: name -> (module with a ``main(args, package)``, one-line help,
 #: the engine's extra it needs or ``None``).
 EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
@@ -534,17 +469,6 @@ EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(f"{k}: {v[1]}" for k, v in EXTRA_COMMANDS.items())
-
-
-@contextlib.contextmanager
-def kept_environ() -> Iterator[None]:
-    """Put ``os.environ`` back as it was when the block ends."""
-    environ = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(environ)
 
 
 def main(args: ArgsType = None, *, package: str | None) -> None:
@@ -579,8 +503,7 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
                         f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
                         f"pip install '{DISTRIBUTION}[{extra}]'"
                     )
-                with kept_environ():  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
-                    importlib.import_module(module).main(words, package)
+                importlib.import_module(module).main(words, package)
                 return
             ProjectCLI(args=args, package=package)
         except (ProjectError, SIGTERMException) as error:
