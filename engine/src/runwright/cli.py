@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import lightning
 import yaml
-from jsonargparse import ActionConfigFile, Namespace
+from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
@@ -51,7 +51,7 @@ from .errors import (
     file_system_error,
 )
 from .failures import build_problem, one_line
-from .parser import Parser, closest, did_you_mean
+from .parser import ConfigBeforeSubcommand, ConfigFile, Parser, closest, did_you_mean
 from .project import DISTRIBUTION, config_files, missing_modules
 from .provenance import Provenance
 from .resume import ExactResume
@@ -85,42 +85,6 @@ COMMAND_KEYS = {
     for name, parameter in inspect.signature(getattr(Trainer, subcommand)).parameters.items()
     if name not in skip and name != "self"
 }
-
-
-class ConfigFile(ActionConfigFile):
-    """``--config FILE`` (or a YAML string, named by its first line, a ``# <name>`` comment), named in the
-    error of a misspelt name in it; before the subcommand (where jsonargparse would read only a section
-    named after it) it is refused (``before_subcommand``)."""
-
-    before_subcommand = False
-
-    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
-        """Let jsonargparse read ``values``, the file being read named on the parser meanwhile; warn (one
-        line each) for a value given on the command line before it that it replaces."""
-        if self.before_subcommand:
-            fix = f"{parser.prog} fit --config {values}"
-            parser.error(f"--config {values} comes before the subcommand; put it after: {fix}")
-        text = str(values)
-        parser.reading = name = text.partition("\n")[0].removeprefix("# ") if "\n" in text else text
-        before, settled = dict(cfg.items()), getattr(parser, "settled", None)
-        try:
-            super().__call__(parser, cfg, values, option_string)
-        finally:
-            parser.reading = None
-        if settled is not None:  # (the arguments since the last --config moved these away from settled)
-            for key, value in before.items():
-                if value != settled.get(key, value) and cfg.get(key) != value:
-                    rank_zero_only(print)(
-                        f"warning: --config {name} sets {key}={cfg.get(key)!r} over the {value!r} given "
-                        f"before it (later arguments win); give --{key} after --config to keep it",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            parser.settled = cfg.clone()
-
-
-class ConfigBeforeSubcommand(ConfigFile):
-    before_subcommand = True
 
 
 class ProjectCLI(LightningCLI):
@@ -200,9 +164,9 @@ class ProjectCLI(LightningCLI):
         """``with ProjectCLI(args, run=False, package=...) as cli: cli.trainer.fit(...)``."""
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         """See :meth:`_end` (an error in the block is not one of building the run)."""
-        self._end(exc_info[1] if len(exc_info) > 1 and isinstance(exc_info[1], BaseException) else None)
+        self._end(error)
 
     def _end(self, error: BaseException | None = None, building: bool = False) -> None:
         """End the command: put the environment variables that seeding and the run folder set back, close
@@ -366,8 +330,8 @@ class ProjectCLI(LightningCLI):
         shown = console_callbacks(trainer_config, callbacks)
         if any(isinstance(callback, ModelSummary) for callback in shown):
             kwargs["enable_model_summary"] = False  # one is there: Lightning would say it skips its own
-        sharding = trainer_config.get("use_distributed_sampler") is not False
-        extra = [Provenance(self.package), DistributedEvaluation(sharding)]
+        sharding = trainer_config.get("use_distributed_sampler") is not False  # (else the user's loaders)
+        extra = [Provenance(self.package), *([DistributedEvaluation()] if sharding else [])]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
         kwargs.setdefault(
@@ -378,6 +342,7 @@ class ProjectCLI(LightningCLI):
             message = f"{name} is not read here (the CLI sets every Trainer argument): use {option}=..."
             rank_zero_warn(message, stacklevel=6)  # (LightningCLI's: shown as one line)
         trainer = super().instantiate_trainer(**kwargs)
+        trainer.callbacks = [c for c in trainer.callbacks if not idle(c, trainer)]  # type: ignore[attr-defined]
         self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
         slurm.stop_on_usr1()
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
@@ -426,6 +391,20 @@ class ProjectCLI(LightningCLI):
             if best.monitor is not None and best.best_model_score is not None:
                 score = f"{best.monitor}={float(best.best_model_score):.4f}"
             print(f"Best checkpoint ({score}): {best.best_model_path}")
+
+
+def idle(callback: Callback, trainer: Trainer) -> bool:
+    """Whether an engine callback would do nothing in ``trainer``'s run, which then goes without it: one
+    switched off (``enabled=False``; a health check with every check disabled), or the DDP evaluation in
+    one process."""
+    if isinstance(callback, HealthCheck):
+        return not callback.active
+    if isinstance(callback, DistributedEvaluation):
+        return trainer.world_size < 2
+    return (
+        isinstance(callback, (CompileModel, MemoryMonitor, TrainingMonitor, Interruption))
+        and not callback.enabled
+    )
 
 
 #: The engine's callbacks, each a config group of its own.
