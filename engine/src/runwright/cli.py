@@ -450,6 +450,17 @@ EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
 EPILOG = "More commands (each has --help): " + "; ".join(f"{k}: {v[1]}" for k, v in EXTRA_COMMANDS.items())
 
 
+def check_extra(command: str) -> None:
+    """Raise a :class:`~runwright.errors.ConfigError` naming the engine's extra that ``command`` (one of
+    :data:`EXTRA_COMMANDS`) needs and its ``pip install``, when a package of it is not installed."""
+    extra = EXTRA_COMMANDS.get(command, ("", "", None))[2]
+    if extra and (missing := missing_modules(extra)):
+        raise ConfigError(
+            f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
+            f"pip install '{DISTRIBUTION}[{extra}]'"
+        )
+
+
 def main(args: ArgsType = None, *, package: str | None) -> None:
     """Run the CLI of ``package`` (the user's package: ``python -m <package>``) on ``args`` (default:
     ``sys.argv[1:]``).
@@ -476,13 +487,8 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
                 close = did_you_mean(closest(command, commands))
                 raise ConfigError(f"no command `{command}`{close} (the commands: {', '.join(commands)})")
             if command in EXTRA_COMMANDS:
-                module, _, extra = EXTRA_COMMANDS[command]
-                if extra and (missing := missing_modules(extra)):
-                    raise ConfigError(
-                        f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
-                        f"pip install '{DISTRIBUTION}[{extra}]'"
-                    )
-                importlib.import_module(module).main(words, package)
+                check_extra(command)
+                importlib.import_module(EXTRA_COMMANDS[command][0]).main(words, package)
                 return
             ProjectCLI(args=args, package=package)
         except (ProjectError, SIGTERMException) as error:
