@@ -150,11 +150,12 @@ def explain(
     ``pytorch_lightning`` too); ``reading`` is the ``--config`` file being read. Otherwise the first of
     ``unrecognized`` (command-line arguments no option took) against ``options`` (the parser's option
     strings)."""
+    at = f" (in {reading})" if reading else ""
     while error is not None:
         if isinstance(error, UnknownKey):
             where = file_with(error.key, error.files) or reading
-            at = f" (in {where})" if where else ""
-            return f"unknown key `{error.key}`{at}{did_you_mean(closest(error.key, error.choices))}"
+            there = f" (in {where})" if where else ""
+            return f"unknown key `{error.key}`{there}{did_you_mean(closest(error.key, error.choices))}"
         if isinstance(error, AttributeError) and isinstance(error.obj, ModuleType) and error.name:
             module = error.obj.__name__
             names = [  # (its classes and functions, not its submodules; compared without the module)
@@ -163,7 +164,6 @@ def explain(
                 if not attribute.startswith("_") and not isinstance(value, ModuleType)
             ]
             close = did_you_mean([f"{module}.{name}" for name in closest(error.name, names)])
-            at = f" (in {reading})" if reading else ""
             return f"`{module}.{error.name}` does not exist{at}{close}"
         if unresolved := unresolved_class_name(error):
             name, bases, paths = unresolved
@@ -171,7 +171,6 @@ def explain(
             by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
             for path in paths:
                 by_name.setdefault(path.rpartition(".")[2], []).append(path)
-            at = f" (in {reading})" if reading else ""
             mirrors = [mirror for base in bases if (mirror := twin(base, LIGHTNING, STANDALONE))]
             if (found := subclass_named(name, mirrors)) is not None:  # (a pytorch_lightning class)
                 return not_a_subclass(found, bases, at)
@@ -190,7 +189,7 @@ def explain(
                 f"{kind}) and build it in configure_optimizers (self.optimizer(self.parameters()))"
             )
         if rejected := rejected_class(error):
-            return not_a_subclass(*rejected, f" (in {reading})" if reading else "")
+            return not_a_subclass(*rejected, at)
         error = error.__cause__ or error.__context__
     if unrecognized:
         option = unrecognized[0].partition("=")[0]
