@@ -23,7 +23,7 @@ from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCL
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from . import checks, private, slurm
+from . import checks, private, runs, slurm
 from .callbacks import (
     AverageFromTrainedWeights,
     CompileModel,
@@ -43,34 +43,12 @@ from .checkpointing import (
     load_checkpoint,
 )
 from .console import quiet_console
-from .errors import (
-    ConfigError,
-    FileSystemError,
-    ProjectError,
-    TrainingInterrupted,
-    file_system_error,
-)
+from .errors import ConfigError, FileSystemError, ProjectError, TrainingInterrupted, file_system_error
 from .failures import build_problem, one_line
 from .parser import ConfigBeforeSubcommand, ConfigFile, Parser, closest, did_you_mean
 from .project import DISTRIBUTION, config_files, missing_modules
 from .provenance import Provenance
 from .resume import ExactResume
-from .runs import (
-    SaveConfig,
-    add_run_folder_arguments,
-    choose_run_dir,
-    class_of,
-    discard_new_run,
-    finish_wandb_run,
-    keep_metrics_csv,
-    linked_arguments,
-    metrics_csv,
-    resolve_checkpoint,
-    run_dir_of,
-    run_logger_config,
-    saved_run,
-    wandb_id_of,
-)
 
 CLI = TypeVar("CLI", bound="ProjectCLI")
 #: LightningCLI's subcommands and the Trainer method arguments each takes from the parsed config.
@@ -129,7 +107,7 @@ class ProjectCLI(LightningCLI):
             parser_kwargs[name] = {"default_config_files": defaults, "usage": f"{prog} {name} [options]"}
         kwargs = {"model_class": LightningModule, "datamodule_class": None, **kwargs}  # (data optional)
         kwargs.update(subclass_mode_model=True, subclass_mode_data=True, auto_configure_optimizers=False)
-        kwargs = {"save_config_callback": SaveConfig, "parser_class": Parser, **kwargs}
+        kwargs = {"save_config_callback": runs.SaveConfig, "parser_class": Parser, **kwargs}
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
@@ -184,10 +162,10 @@ class ProjectCLI(LightningCLI):
             else:
                 discard = building and not isinstance(error, OSError)
             if discard and hasattr(self, "run_dir") and not self.continued:
-                discard_new_run(self.run_dir, self._new_logs_dir)
+                runs.discard_new_run(self.run_dir, self._new_logs_dir)
         os.environ.clear()
         os.environ.update(self._environ)
-        finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+        runs.finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
         if problem is not None and problem is not error:
             raise problem from error
 
@@ -211,7 +189,7 @@ class ProjectCLI(LightningCLI):
         for name, hint in COMMAND_KEYS.items():
             if name not in own:
                 parser.add_argument(f"--{name}", type=hint, default=None, help=argparse.SUPPRESS)
-        add_run_folder_arguments(parser)
+        runs.add_run_folder_arguments(parser)
         parser.add_argument(
             "--init_from",
             type=str | None,
@@ -243,11 +221,11 @@ class ProjectCLI(LightningCLI):
             if self.running == "fit" and config.get("ckpt_path") is None:  # a requeued SLURM job goes on
                 config.ckpt_path = slurm.job_checkpoint(config.logs_dir, config.run_name)
             if (self.running or self.rebuilds) and config.get("ckpt_path") is not None:
-                path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
+                path = runs.resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 rank_zero_only(print)(f"--ckpt_path: {path}")
                 groups = tuple(g for g in GROUPS if g != "compile")  # (compile: each command's own choice)
-                saved = saved_run(self.checkpoint, run_dir_of(path), groups)
+                saved = runs.saved_run(self.checkpoint, runs.run_dir_of(path), groups)
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
                     at = 1 if self.running else 0  # after the subcommand
@@ -257,7 +235,7 @@ class ProjectCLI(LightningCLI):
             config = self._config()
             fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)
             if config.get("init_from") is not None and fitting:
-                path = resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
+                path = runs.resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
         except ProjectError as error:
@@ -280,15 +258,15 @@ class ProjectCLI(LightningCLI):
             run.trainer.logger = False
         else:
             self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
-            self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
+            self.run_dir, self.continued = runs.choose_run_dir(config, self.subcommand or self.run_label)
             run.trainer.default_root_dir = str(self.run_dir)
-            wandb_id = wandb_id_of(self.run_dir) if self.continued else None
-            run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
+            wandb_id = runs.wandb_id_of(self.run_dir) if self.continued else None
+            run.trainer.logger = runs.run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
             for callback in (run.checkpoint, run.last_checkpoint):
                 callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
         parser = private.subcommand_parser(self) or self.parser
         for target, source in (
-            linked_arguments(class_of(run.model.class_path)).items() if run.get("data") else ()
+            runs.linked_arguments(runs.class_of(run.model.class_path)).items() if run.get("data") else ()
         ):
             first = (lambda dims: int(dims[0])) if source.endswith("[0]") else None
             parser.link_arguments(
@@ -343,7 +321,7 @@ class ProjectCLI(LightningCLI):
             rank_zero_warn(message, stacklevel=6)  # (LightningCLI's: shown as one line)
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks = [c for c in trainer.callbacks if not idle(c, trainer)]  # type: ignore[attr-defined]
-        self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
+        self.metrics_csv = runs.metrics_csv(trainer, Path(trainer.default_root_dir))
         slurm.stop_on_usr1()
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(
@@ -354,7 +332,9 @@ class ProjectCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
         if self.continued and self.metrics_csv is not None:
-            keep_metrics_csv(self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+            runs.keep_metrics_csv(
+                self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
 
     def after_validate(self) -> None:
         """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
