@@ -19,10 +19,11 @@ import yaml
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ..cli import ProjectCLI
 from ..console import stdout_is_terminal
-from ..errors import ProjectError
+from ..errors import ConfigError, ProjectError, first_line
 from ..private import lr_finder_without_progress_bar
 from ..runs import SaveConfig, write_atomically
 
@@ -144,10 +145,13 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
         warnings.filterwarnings("ignore", message=".*weights_only.*")  # the finder's temporary checkpoint
         lr_range = {key: value for key, value in vars(cli.config.tune).items() if key != "max_trials"}
         quiet = contextlib.nullcontext() if stdout_is_terminal() else lr_finder_without_progress_bar()
-        with quiet:  # (a setting Lightning refuses, e.g. two optimizers: one line, ProjectCLI's)
-            finder = Tuner(cli.trainer).lr_find(
-                cli.model, datamodule=cli.datamodule, update_attr=False, **lr_range
-            )
+        try:
+            with quiet:
+                finder = Tuner(cli.trainer).lr_find(
+                    cli.model, datamodule=cli.datamodule, update_attr=False, **lr_range
+                )
+        except MisconfigurationException as error:  # e.g. a model with two optimizers
+            raise ConfigError(f"lr_find: {first_line(error)}") from None
         assert finder is not None  # (None only with fast_dev_run)
         lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
         write_atomically(cli.run_dir / "lr_find.csv", lambda path: write_steps(path, lrs, losses))
