@@ -54,7 +54,9 @@ def main() -> None:
     ckpt = project_cli(["fit", *FAST, "--trainer.logger=false"]).run_dir / "checkpoints" / "last.ckpt"
     commands: dict[str, Callable[[], object]] = {
         "fit (FAST)": lambda: project_cli(["fit", *FAST, "--trainer.logger=false"]),
-        "test --ckpt_path (FAST)": lambda: project_cli(["test", *FAST, "--trainer.logger=false", f"--ckpt_path={ckpt}"]),
+        "test --ckpt_path (FAST)": lambda: project_cli(
+            ["test", *FAST, "--trainer.logger=false", f"--ckpt_path={ckpt}"]
+        ),
         "fit --help": lambda: cli.main(["fit", "--help"], package="fixture_task"),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
