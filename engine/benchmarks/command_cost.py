@@ -1,5 +1,7 @@
 """The CPU cost of one command, warm (the libraries imported, in one process), on the engine tests'
-fixture task: ``fit`` with the tests' ``FAST`` settings (one epoch of two batches), and ``fit --help``.
+fixture task: ``fit`` with the tests' ``FAST`` settings (one epoch of two batches), ``test --ckpt_path`` of
+that fit's ``last.ckpt`` (the checkpoint's run read and parsed with the command's arguments), and ``fit
+--help``.
 The median CPU-s (``time.process_time``, this process, one torch thread) over ``--repeats`` runs after
 one unrecorded run of each.
 
@@ -49,8 +51,12 @@ def main() -> None:
     torch.set_num_threads(1)
     os.environ["WANDB_MODE"] = "disabled"
     os.chdir(tempfile.mkdtemp())
+    ckpt = project_cli(["fit", *FAST, "--trainer.logger=false"]).run_dir / "checkpoints" / "last.ckpt"
     commands: dict[str, Callable[[], object]] = {
         "fit (FAST)": lambda: project_cli(["fit", *FAST, "--trainer.logger=false"]),
+        "test --ckpt_path (FAST)": lambda: project_cli(
+            ["test", *FAST, "--trainer.logger=false", f"--ckpt_path={ckpt}"]
+        ),
         "fit --help": lambda: cli.main(["fit", "--help"], package="fixture_task"),
     }
     times: dict[str, list[float]] = {name: [] for name in commands}

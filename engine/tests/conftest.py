@@ -107,9 +107,7 @@ RunCLI = Callable[..., "ProjectCLI"]
 def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run folder of one ``fit`` of the fixture task with ``FAST``, trained once per session; tests
     take copies of it (:func:`fitted`)."""
-    from support import FAST, project_cli
-
-    from runwright.cli import kept_environ
+    from support import FAST, kept_environ, project_cli
 
     folder = tmp_path_factory.mktemp("trained")
     cwd = os.getcwd()

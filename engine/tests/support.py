@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import os
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 from lightning.pytorch import LightningModule
 
 from runwright import cli
-from runwright.cli import ProjectCLI, kept_environ  # noqa: F401 (re-exported for the tests)
+from runwright.cli import ProjectCLI
 from runwright.commands.rebuild import RebuildCLI
 from runwright.project import config_files
 from runwright.runs import RUN_DIR_ENV
@@ -264,3 +265,14 @@ def quantized_export_line(ckpt: Path, output: Path, capsys: pytest.CaptureFixtur
     options = ["--format=torchscript", "--quantize=dynamic", f"--output={output}"]
     main(["export", f"--ckpt_path={ckpt}", *options])
     return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Test "))
+
+
+@contextlib.contextmanager
+def kept_environ() -> Iterator[None]:
+    """Put ``os.environ`` back as it was when the block ends."""
+    environ = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)

@@ -4,29 +4,41 @@ whose message names the cause and the fix; a surprising one gets a warning."""
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import torch
 import yaml
 from jsonargparse import Namespace
+from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import WeightAveraging
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from .checkpointing import load_matching_weights
 from .errors import CheckpointError, ConfigError
-from .runs import class_of
-
-if TYPE_CHECKING:
-    from .cli import ProjectCLI
+from .runs import DATA_LINKS, class_of
 
 #: A logger's arguments that the engine sets to the run folder's (``runs.run_logger_config``).
 ENGINE_LOGGER_ARGS = {"name", "save_dir", "version"}
 _MISSING = object()
 
 
-def check_run(cli: ProjectCLI) -> None:
-    """Check the run ``cli`` built (its config, model, data, trainer and the checkpoints of ``--ckpt_path``
-    and ``--init_from``), then load the ``--init_from`` weights that fit.
+def check_run(
+    config: Namespace,
+    defaults: Namespace,
+    model: LightningModule,
+    datamodule: Any,
+    trainer: Trainer,
+    *,
+    fitting: bool,
+    checkpoint: dict[str, Any] | None,
+    init_checkpoint: dict[str, Any] | None,
+    continued: Path | None,
+) -> None:
+    """Check a built run: its parsed ``config`` (of the subcommand) against the parser's ``defaults``, its
+    ``model``, ``datamodule`` (or ``None``) and ``trainer``, the ``checkpoint`` of ``--ckpt_path`` (checked
+    as a resume when ``fitting``), the ``init_checkpoint`` of ``--init_from`` and the run folder it
+    ``continued`` (``None``: a new run); then load the ``--init_from`` weights that fit.
 
     Raises:
         ConfigError: SyncBatchNorm without CUDA; ``--init_from`` with ``--ckpt_path``; a linked model
@@ -34,16 +46,12 @@ def check_run(cli: ProjectCLI) -> None:
             or off or gives other optimizer or scheduler settings than the checkpoint's.
         CheckpointError: the ``--ckpt_path`` checkpoint does not fit the model.
     """
-    from .runs import DATA_LINKS
-
-    config, model, trainer, ckpt = cli._config(), cli.model, cli.trainer, cli.checkpoint
-    defaults = cli.defaults
     if config.trainer.get("sync_batchnorm") and not torch.cuda.is_available():
         raise ConfigError(
             "trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU). Fix: "
             "drop --trainer.sync_batchnorm on CPU, or run on GPUs with --config configs/trainer/ddp_gpu.yaml."
         )
-    if cli.init_checkpoint is not None and config.get("ckpt_path") is not None:
+    if init_checkpoint is not None and config.get("ckpt_path") is not None:
         raise ConfigError(
             "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, schedule, epoch); "
             "--init_from starts a new run from its weights only"
@@ -51,35 +59,31 @@ def check_run(cli: ProjectCLI) -> None:
     for target, source in DATA_LINKS.items():  # a value given (not the default) that the link replaces
         key, attribute = f"model.init_args.{target}", source.partition("[")[0]
         given = config.get(key, _MISSING)
-        if (
-            given is _MISSING
-            or given == defaults.get(key, _MISSING)
-            or not hasattr(cli.datamodule, attribute)
-        ):
+        if given is _MISSING or given == defaults.get(key, _MISSING) or not hasattr(datamodule, attribute):
             continue
-        value = getattr(cli.datamodule, attribute)
+        value = getattr(datamodule, attribute)
         if given != (value := value[0] if source.endswith("[0]") else value):
             raise ConfigError(
                 f"model.{target}={given!r} is linked: it is set from the DataModule's {source} ({value!r}), "
                 "so the value given would be replaced. Remove it; change the DataModule instead."
             )
-    if ckpt is not None:
-        check_state_dict_fits(model.state_dict(), ckpt, config.ckpt_path, type(model).__name__)
-        if cli.subcommand == "fit":
+    if checkpoint is not None:
+        check_state_dict_fits(model.state_dict(), checkpoint, config.ckpt_path, type(model).__name__)
+        if fitting:
             callbacks = trainer.callbacks  # type: ignore[attr-defined]
             check_resume(
-                config, ckpt, [type(c).__name__ for c in callbacks if isinstance(c, WeightAveraging)]
+                config, checkpoint, [type(c).__name__ for c in callbacks if isinstance(c, WeightAveraging)]
             )
     else:  # (a run from a checkpoint has the checkpoint's classes, not the defaults')
         warn_carried_over(config, defaults)
-    if cli.init_checkpoint is not None:
-        rank_zero_only(print)(load_matching_weights(model, cli.init_checkpoint, config.init_from), flush=True)
-    if cli.continued:
-        saved = yaml.safe_load((cli.run_dir / "config.yaml").read_text()) or {}
+    if init_checkpoint is not None:
+        rank_zero_only(print)(load_matching_weights(model, init_checkpoint, config.init_from), flush=True)
+    if continued:
+        saved = yaml.safe_load((continued / "config.yaml").read_text()) or {}
         before, now = (class_names((c.get("trainer") or {}).get("logger")) for c in (saved, config))
         if before != now:
             rank_zero_warn(
-                f"continuing {cli.run_dir.name}, which logged with {before or 'no logger'}, with "
+                f"continuing {continued.name}, which logged with {before or 'no logger'}, with "
                 f"{now or 'no logger'}: the logger comes from this command's config. Pass the run's logger "
                 "config again (e.g. --config configs/logger/tensorboard.yaml) to log where the run did.",
                 stacklevel=5,
@@ -159,8 +163,6 @@ def warn_carried_over(config: Namespace, defaults: Namespace) -> None:
     ``weight_decay=0.01`` (SGD's own default is 0). Named: each argument that still holds the default
     config's value where the new class's own default differs, except what the engine sets (a model's
     linked arguments, a logger's run folder arguments)."""
-    from .runs import DATA_LINKS
-
     engine_sets = {"model.init_args.": set(DATA_LINKS), "trainer.logger.init_args.": ENGINE_LOGGER_ARGS}
     for key, class_path in config.items():
         old = defaults.get(key)

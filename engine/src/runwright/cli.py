@@ -6,27 +6,24 @@ run come right after the defaults, so whatever the user gives wins."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import inspect
 import os
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lightning
 import yaml
-from jsonargparse import ActionConfigFile, Namespace
+from jsonargparse import Namespace
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.cli import ArgsType, LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from . import checks, private, slurm
+from . import checks, private, runs, slurm
 from .callbacks import (
     AverageFromTrainedWeights,
     CompileModel,
@@ -36,9 +33,7 @@ from .callbacks import (
     Interruption,
     MemoryMonitor,
     TrainingMonitor,
-    compile_problem,
     console_callbacks,
-    raised_in,
 )
 from .checkpointing import (
     AtomicCheckpointIO,
@@ -48,33 +43,12 @@ from .checkpointing import (
     load_checkpoint,
 )
 from .console import quiet_console
-from .errors import (
-    ConfigError,
-    FileSystemError,
-    ProjectError,
-    TrainingInterrupted,
-    file_system_error,
-    first_line,
-)
-from .parser import Parser, closest, did_you_mean
+from .errors import ConfigError, FileSystemError, ProjectError, TrainingInterrupted, file_system_error
+from .failures import build_problem, one_line
+from .parser import ConfigBeforeSubcommand, ConfigFile, Parser, closest, did_you_mean
 from .project import DISTRIBUTION, config_files, missing_modules
 from .provenance import Provenance
 from .resume import ExactResume
-from .runs import (
-    SaveConfig,
-    add_run_folder_arguments,
-    choose_run_dir,
-    class_of,
-    finish_wandb_run,
-    keep_metrics_csv,
-    linked_arguments,
-    metrics_csv,
-    resolve_checkpoint,
-    run_dir_of,
-    run_logger_config,
-    saved_run,
-    wandb_id_of,
-)
 
 CLI = TypeVar("CLI", bound="ProjectCLI")
 #: LightningCLI's subcommands and the Trainer method arguments each takes from the parsed config.
@@ -89,42 +63,6 @@ COMMAND_KEYS = {
     for name, parameter in inspect.signature(getattr(Trainer, subcommand)).parameters.items()
     if name not in skip and name != "self"
 }
-
-
-class ConfigFile(ActionConfigFile):
-    """``--config FILE`` (or a YAML string, named by its first line, a ``# <name>`` comment), named in the
-    error of a misspelt name in it; before the subcommand (where jsonargparse would read only a section
-    named after it) it is refused (``before_subcommand``)."""
-
-    before_subcommand = False
-
-    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
-        """Let jsonargparse read ``values``, the file being read named on the parser meanwhile; warn (one
-        line each) for a value given on the command line before it that it replaces."""
-        if self.before_subcommand:
-            fix = f"{parser.prog} fit --config {values}"
-            parser.error(f"--config {values} comes before the subcommand; put it after: {fix}")
-        text = str(values)
-        parser.reading = name = text.partition("\n")[0].removeprefix("# ") if "\n" in text else text
-        before, settled = dict(cfg.items()), getattr(parser, "settled", None)
-        try:
-            super().__call__(parser, cfg, values, option_string)
-        finally:
-            parser.reading = None
-        if settled is not None:  # (the arguments since the last --config moved these away from settled)
-            for key, value in before.items():
-                if value != settled.get(key, value) and cfg.get(key) != value:
-                    rank_zero_only(print)(
-                        f"warning: --config {name} sets {key}={cfg.get(key)!r} over the {value!r} given "
-                        f"before it (later arguments win); give --{key} after --config to keep it",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-            parser.settled = cfg.clone()
-
-
-class ConfigBeforeSubcommand(ConfigFile):
-    before_subcommand = True
 
 
 class ProjectCLI(LightningCLI):
@@ -169,7 +107,7 @@ class ProjectCLI(LightningCLI):
             parser_kwargs[name] = {"default_config_files": defaults, "usage": f"{prog} {name} [options]"}
         kwargs = {"model_class": LightningModule, "datamodule_class": None, **kwargs}  # (data optional)
         kwargs.update(subclass_mode_model=True, subclass_mode_data=True, auto_configure_optimizers=False)
-        kwargs = {"save_config_callback": SaveConfig, "parser_class": Parser, **kwargs}
+        kwargs = {"save_config_callback": runs.SaveConfig, "parser_class": Parser, **kwargs}
         kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
@@ -178,25 +116,12 @@ class ProjectCLI(LightningCLI):
         self.runs_subcommand = run
         self._environ = dict(os.environ)
         try:
-            try:
-                super().__init__(args=args, run=run, **kwargs)
-            except Exception as error:
-                compiling = hasattr(self, "config") and self._config().get("compile.enabled")
-                if (translated := one_line(error, bool(compiling))) is None:
-                    raise
-                raise translated from error
-        except ProjectError as error:
-            if error.exit_code == 2:
-                self._discard_new_run()
+            super().__init__(args=args, run=run, **kwargs)
+        except BaseException as error:
+            self._end(error, building=True)
             raise
-        except OSError as error:
-            raise self._file_system_fault(error) from error
-        except Exception:  # a traceback: a new run folder without a checkpoint is not left behind
-            self._discard_new_run()
-            raise
-        finally:
-            if run:
-                self.__exit__()
+        if run:
+            self._end()
 
     def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
         """LightningCLI's subcommands (a ``staticmethod`` there), only the one being run when the command
@@ -206,35 +131,6 @@ class ProjectCLI(LightningCLI):
     def default_config_files(self) -> list[Path]:
         """The config files loaded before any ``--config`` (:func:`~runwright.project.config_files`)."""
         return config_files(self.package)
-
-    def _file_system_fault(self, error: OSError) -> OSError | FileSystemError:
-        """``error`` as a :class:`~runwright.errors.FileSystemError` (naming this run's folder when it
-        names no file) when it is a fault of the file system, this run's new folder discarded
-        (:meth:`_discard_new_run`); else ``error`` itself."""
-        fault = file_system_error(error, getattr(self, "run_dir", None))
-        if fault is None:
-            return error
-        self._discard_new_run()
-        return fault
-
-    def _discard_new_run(self) -> None:
-        """Delete this command's run folder when it is new and holds no checkpoint (the loggers may have
-        written their first files before a setting was found bad), closing its W&B run silently, and the
-        logs folder when this command created it and it is left empty."""
-        run_dir: Path | None = getattr(self, "run_dir", None)
-        if (
-            run_dir is None
-            or getattr(rank_zero_only, "rank", 0) > 0  # (another process's run: rank 0 decides)
-            or self.continued
-            or not run_dir.is_dir()
-            or any(run_dir.glob("checkpoints/**/*.ckpt"))
-        ):
-            return
-        finish_wandb_run(is_global_zero=False)
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if self._new_logs_dir:
-            with contextlib.suppress(OSError):
-                run_dir.parent.rmdir()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> ProjectCLI:
         """The CLI itself, never a copy: the optimizer and scheduler callables LightningCLI gives a model
@@ -246,20 +142,32 @@ class ProjectCLI(LightningCLI):
         """``with ProjectCLI(args, run=False, package=...) as cli: cli.trainer.fit(...)``."""
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        """Put the environment variables that seeding and the run folder set back, and close an open W&B
-        run (a run with a subcommand does this when it ends). A fault of the file system in the block
-        (e.g. a full disk while ``cli.trainer.fit`` writes) becomes a
-        :class:`~runwright.errors.FileSystemError`; after it or bad input (exit code 2), this run's new
-        folder without a checkpoint is discarded."""
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        """See :meth:`_end` (an error in the block is not one of building the run)."""
+        self._end(error)
+
+    def _end(self, error: BaseException | None = None, building: bool = False) -> None:
+        """End the command: put the environment variables that seeding and the run folder set back, close
+        an open W&B run; raise ``error``'s one-line :class:`~runwright.errors.ProjectError`
+        (:func:`~runwright.failures.one_line`), if it has one. After bad input (exit code 2), a fault of
+        the file system, or, while ``building`` the run, an error without a one-line form (a traceback),
+        this command's new run folder without a checkpoint is discarded
+        (:func:`~runwright.runs.discard_new_run`)."""
+        problem = None
+        if isinstance(error, Exception):
+            compiling = hasattr(self, "config") and bool(self._config().get("compile.enabled"))
+            problem = one_line(error, compiling, getattr(self, "run_dir", None))
+            if problem is not None:
+                discard = problem.exit_code == 2 or isinstance(problem, FileSystemError)
+            else:
+                discard = building and not isinstance(error, OSError)
+            if discard and hasattr(self, "run_dir") and not self.continued:
+                runs.discard_new_run(self.run_dir, self._new_logs_dir)
         os.environ.clear()
         os.environ.update(self._environ)
-        finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
-        error = exc_info[1] if len(exc_info) > 1 else None
-        if isinstance(error, OSError) and (fault := self._file_system_fault(error)) is not error:
-            raise fault from error
-        if isinstance(error, ProjectError) and error.exit_code == 2:
-            self._discard_new_run()
+        runs.finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
+        if problem is not None and problem is not error:
+            raise problem from error
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         """LightningCLI's parser with the engine's ``--config`` (:class:`ConfigFile`)."""
@@ -281,7 +189,7 @@ class ProjectCLI(LightningCLI):
         for name, hint in COMMAND_KEYS.items():
             if name not in own:
                 parser.add_argument(f"--{name}", type=hint, default=None, help=argparse.SUPPRESS)
-        add_run_folder_arguments(parser)
+        runs.add_run_folder_arguments(parser)
         parser.add_argument(
             "--init_from",
             type=str | None,
@@ -313,11 +221,11 @@ class ProjectCLI(LightningCLI):
             if self.running == "fit" and config.get("ckpt_path") is None:  # a requeued SLURM job goes on
                 config.ckpt_path = slurm.job_checkpoint(config.logs_dir, config.run_name)
             if (self.running or self.rebuilds) and config.get("ckpt_path") is not None:
-                path = resolve_checkpoint(config.ckpt_path, config.logs_dir)
+                path = runs.resolve_checkpoint(config.ckpt_path, config.logs_dir)
                 self.checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 rank_zero_only(print)(f"--ckpt_path: {path}")
                 groups = tuple(g for g in GROUPS if g != "compile")  # (compile: each command's own choice)
-                saved = saved_run(self.checkpoint, run_dir_of(path), groups)
+                saved = runs.saved_run(self.checkpoint, runs.run_dir_of(path), groups)
                 if saved:
                     argv = list(sys.argv[1:] if args is None else args)
                     at = 1 if self.running else 0  # after the subcommand
@@ -327,7 +235,7 @@ class ProjectCLI(LightningCLI):
             config = self._config()
             fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)
             if config.get("init_from") is not None and fitting:
-                path = resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
+                path = runs.resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
         except ProjectError as error:
@@ -350,15 +258,15 @@ class ProjectCLI(LightningCLI):
             run.trainer.logger = False
         else:
             self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
-            self.run_dir, self.continued = choose_run_dir(config, self.subcommand or self.run_label)
+            self.run_dir, self.continued = runs.choose_run_dir(config, self.subcommand or self.run_label)
             run.trainer.default_root_dir = str(self.run_dir)
-            wandb_id = wandb_id_of(self.run_dir) if self.continued else None
-            run.trainer.logger = run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
+            wandb_id = runs.wandb_id_of(self.run_dir) if self.continued else None
+            run.trainer.logger = runs.run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
             for callback in (run.checkpoint, run.last_checkpoint):
                 callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
         parser = private.subcommand_parser(self) or self.parser
         for target, source in (
-            linked_arguments(class_of(run.model.class_path)).items() if run.get("data") else ()
+            runs.linked_arguments(runs.class_of(run.model.class_path)).items() if run.get("data") else ()
         ):
             first = (lambda dims: int(dims[0])) if source.endswith("[0]") else None
             parser.link_arguments(
@@ -378,15 +286,18 @@ class ProjectCLI(LightningCLI):
         except (ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if isinstance(error, ProjectError):
                 raise
-            cause: BaseException = error
-            while cause.__cause__ is not None:  # jsonargparse wraps the constructor's own error
-                cause = cause.__cause__
-            problem = (
-                logger_problem(run.trainer.logger)
-                or f"{type(cause).__name__}: {' '.join(str(cause).split())}"
-            )
-            raise ConfigError(f"building the run failed: {problem}") from error
-        checks.check_run(self)
+            raise build_problem(error, run.trainer.logger) from error
+        checks.check_run(
+            config,
+            self.defaults,
+            self.model,
+            self.datamodule,
+            self.trainer,
+            fitting=self.subcommand == "fit",
+            checkpoint=self.checkpoint,
+            init_checkpoint=self.init_checkpoint,
+            continued=self.run_dir if self.continued else None,
+        )
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The trainer with the progress display, the provenance record, DDP-exact evaluation, the
@@ -397,8 +308,8 @@ class ProjectCLI(LightningCLI):
         shown = console_callbacks(trainer_config, callbacks)
         if any(isinstance(callback, ModelSummary) for callback in shown):
             kwargs["enable_model_summary"] = False  # one is there: Lightning would say it skips its own
-        sharding = trainer_config.get("use_distributed_sampler") is not False
-        extra = [Provenance(self.package), DistributedEvaluation(sharding)]
+        sharding = trainer_config.get("use_distributed_sampler") is not False  # (else the user's loaders)
+        extra = [Provenance(self.package), *([DistributedEvaluation()] if sharding else [])]
         if self.subcommand == "predict":
             extra.append(CSVPredictionWriter())
         kwargs.setdefault(
@@ -409,7 +320,8 @@ class ProjectCLI(LightningCLI):
             message = f"{name} is not read here (the CLI sets every Trainer argument): use {option}=..."
             rank_zero_warn(message, stacklevel=6)  # (LightningCLI's: shown as one line)
         trainer = super().instantiate_trainer(**kwargs)
-        self.metrics_csv = metrics_csv(trainer, Path(trainer.default_root_dir))
+        trainer.callbacks = [c for c in trainer.callbacks if not idle(c, trainer)]  # type: ignore[attr-defined]
+        self.metrics_csv = runs.metrics_csv(trainer, Path(trainer.default_root_dir))
         slurm.stop_on_usr1()
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
             trainer.strategy.checkpoint_io = AtomicCheckpointIO(
@@ -420,7 +332,9 @@ class ProjectCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:
         """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
         if self.continued and self.metrics_csv is not None:
-            keep_metrics_csv(self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0)
+            runs.keep_metrics_csv(
+                self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0
+            )
 
     def after_validate(self) -> None:
         """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
@@ -459,6 +373,20 @@ class ProjectCLI(LightningCLI):
             print(f"Best checkpoint ({score}): {best.best_model_path}")
 
 
+def idle(callback: Callback, trainer: Trainer) -> bool:
+    """Whether an engine callback would do nothing in ``trainer``'s run, which then goes without it: one
+    switched off (``enabled=False``; a health check with every check disabled), or the DDP evaluation in
+    one process."""
+    if isinstance(callback, HealthCheck):
+        return not callback.active
+    if isinstance(callback, DistributedEvaluation):
+        return trainer.world_size < 2
+    return (
+        isinstance(callback, (CompileModel, MemoryMonitor, TrainingMonitor, Interruption))
+        and not callback.enabled
+    )
+
+
 #: The engine's callbacks, each a config group of its own.
 GROUPS = {
     "checkpoint": BestCheckpoint,
@@ -470,40 +398,6 @@ GROUPS = {
     "interruption": Interruption,
     "compile": CompileModel,
 }
-
-
-def one_line(error: Exception, compiling: bool) -> ProjectError | None:
-    """The one-line error for an exception raised while a command runs, by its source: Lightning's
-    ``MisconfigurationException`` (a setting Lightning refuses, e.g. no ``test_step`` for ``test``), W&B's
-    start (e.g. no API key), ``torch.compile`` (only with ``--compile.enabled``), DDP's model wrapper
-    (parameters without a gradient: Lightning's message names the strategy); ``None`` for any other."""
-    if compiling and (problem := compile_problem(error)) is not None:
-        return ConfigError(problem)
-    if raised_in(error, "torch.nn.parallel.distributed"):  # DDP's wrapper (e.g. unused parameters)
-        return ConfigError(f"DDP: {first_line(error)}")
-    if isinstance(error, MisconfigurationException):
-        return ConfigError(" ".join(str(error).split()))
-    if type(error).__module__.split(".")[0] == "wandb":
-        return ConfigError(
-            f"W&B could not start the run ({type(error).__name__}: {first_line(error)}); log in "
-            "(`wandb login`) or log offline (WANDB_MODE=offline, the W&B preset's default)"
-        )
-    return None
-
-
-def logger_problem(logger: Any) -> str | None:
-    """Why a logger of the config cannot be built (e.g. its package is not installed: jsonargparse
-    reports only that the value fits no type), found by building each one alone; ``None`` if all build."""
-    for item in logger if isinstance(logger, list) else [logger]:
-        if isinstance(item, Namespace):
-            cls = class_of(item.class_path)
-            try:
-                cls(**dict(item.get("init_args") or {}))
-            except Exception as error:
-                return (
-                    f"trainer.logger {cls.__name__}: {type(error).__name__}: {' '.join(str(error).split())}"
-                )
-    return None
 
 
 #: Commands that are not Trainer methods: name -> (module with a ``main(args, package)``, one-line help,
@@ -536,15 +430,15 @@ EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
 EPILOG = "More commands (each has --help): " + "; ".join(f"{k}: {v[1]}" for k, v in EXTRA_COMMANDS.items())
 
 
-@contextlib.contextmanager
-def kept_environ() -> Iterator[None]:
-    """Put ``os.environ`` back as it was when the block ends."""
-    environ = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(environ)
+def check_extra(command: str) -> None:
+    """Raise a :class:`~runwright.errors.ConfigError` naming the engine's extra that ``command`` (one of
+    :data:`EXTRA_COMMANDS`) needs and its ``pip install``, when a package of it is not installed."""
+    extra = EXTRA_COMMANDS.get(command, ("", "", None))[2]
+    if extra and (missing := missing_modules(extra)):
+        raise ConfigError(
+            f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
+            f"pip install '{DISTRIBUTION}[{extra}]'"
+        )
 
 
 def main(args: ArgsType = None, *, package: str | None) -> None:
@@ -573,14 +467,8 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
                 close = did_you_mean(closest(command, commands))
                 raise ConfigError(f"no command `{command}`{close} (the commands: {', '.join(commands)})")
             if command in EXTRA_COMMANDS:
-                module, _, extra = EXTRA_COMMANDS[command]
-                if extra and (missing := missing_modules(extra)):
-                    raise ConfigError(
-                        f"{command} needs the engine's {extra!r} extra ({', '.join(missing)} not installed): "
-                        f"pip install '{DISTRIBUTION}[{extra}]'"
-                    )
-                with kept_environ():  # as ProjectCLI(run=True) does (the run folder's variable, the seed's)
-                    importlib.import_module(module).main(words, package)
+                check_extra(command)
+                importlib.import_module(EXTRA_COMMANDS[command][0]).main(words, package)
                 return
             ProjectCLI(args=args, package=package)
         except (ProjectError, SIGTERMException) as error:

@@ -6,7 +6,8 @@ the ``lightning.pytorch`` import to use).
 jsonargparse's own message stays for every other error. The explanation reads
 what jsonargparse parsed (the exception chain, the namespace, the unrecognized arguments), never the
 command line or a YAML file as text; to name the file of a misspelt key it loads the ``--config`` files
-that were read (YAML) and looks the key up."""
+that were read (YAML) and looks the key up. Its ``--config`` (:class:`ConfigFile`) is refused before the
+subcommand and warns for a value given before it that it replaces."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from typing import Any, NoReturn
 
 import torch
 import yaml
-from jsonargparse import Namespace
+from jsonargparse import ActionConfigFile, Namespace
+from lightning.pytorch.utilities import rank_zero_only
 
 from .private import RecordsUnrecognized, instance_typed, rejected_class, unresolved_class_name
 
@@ -148,11 +150,12 @@ def explain(
     ``pytorch_lightning`` too); ``reading`` is the ``--config`` file being read. Otherwise the first of
     ``unrecognized`` (command-line arguments no option took) against ``options`` (the parser's option
     strings)."""
+    at = f" (in {reading})" if reading else ""
     while error is not None:
         if isinstance(error, UnknownKey):
             where = file_with(error.key, error.files) or reading
-            at = f" (in {where})" if where else ""
-            return f"unknown key `{error.key}`{at}{did_you_mean(closest(error.key, error.choices))}"
+            there = f" (in {where})" if where else ""
+            return f"unknown key `{error.key}`{there}{did_you_mean(closest(error.key, error.choices))}"
         if isinstance(error, AttributeError) and isinstance(error.obj, ModuleType) and error.name:
             module = error.obj.__name__
             names = [  # (its classes and functions, not its submodules; compared without the module)
@@ -161,7 +164,6 @@ def explain(
                 if not attribute.startswith("_") and not isinstance(value, ModuleType)
             ]
             close = did_you_mean([f"{module}.{name}" for name in closest(error.name, names)])
-            at = f" (in {reading})" if reading else ""
             return f"`{module}.{error.name}` does not exist{at}{close}"
         if unresolved := unresolved_class_name(error):
             name, bases, paths = unresolved
@@ -169,7 +171,6 @@ def explain(
             by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
             for path in paths:
                 by_name.setdefault(path.rpartition(".")[2], []).append(path)
-            at = f" (in {reading})" if reading else ""
             mirrors = [mirror for base in bases if (mirror := twin(base, LIGHTNING, STANDALONE))]
             if (found := subclass_named(name, mirrors)) is not None:  # (a pytorch_lightning class)
                 return not_a_subclass(found, bases, at)
@@ -188,7 +189,7 @@ def explain(
                 f"{kind}) and build it in configure_optimizers (self.optimizer(self.parameters()))"
             )
         if rejected := rejected_class(error):
-            return not_a_subclass(*rejected, f" (in {reading})" if reading else "")
+            return not_a_subclass(*rejected, at)
         error = error.__cause__ or error.__context__
     if unrecognized:
         option = unrecognized[0].partition("=")[0]
@@ -233,3 +234,39 @@ class Parser(RecordsUnrecognized):
         """:func:`explain`'s one line, else jsonargparse's message."""
         options = [option for action in self._actions for option in action.option_strings]
         super().error(explain(ex, self.unrecognized, options, self.reading) or message, ex)
+
+
+class ConfigFile(ActionConfigFile):
+    """``--config FILE`` (or a YAML string, named by its first line, a ``# <name>`` comment), named in the
+    error of a misspelt name in it; before the subcommand (where jsonargparse would read only a section
+    named after it) it is refused (``before_subcommand``)."""
+
+    before_subcommand = False
+
+    def __call__(self, parser: Any, cfg: Any, values: Any, option_string: str | None = None) -> None:
+        """Let jsonargparse read ``values``, the file being read named on the parser meanwhile; warn (one
+        line each) for a value given on the command line before it that it replaces."""
+        if self.before_subcommand:
+            fix = f"{parser.prog} fit --config {values}"
+            parser.error(f"--config {values} comes before the subcommand; put it after: {fix}")
+        text = str(values)
+        parser.reading = name = text.partition("\n")[0].removeprefix("# ") if "\n" in text else text
+        before, settled = dict(cfg.items()), getattr(parser, "settled", None)
+        try:
+            super().__call__(parser, cfg, values, option_string)
+        finally:
+            parser.reading = None
+        if settled is not None:  # (the arguments since the last --config moved these away from settled)
+            for key, value in before.items():
+                if value != settled.get(key, value) and cfg.get(key) != value:
+                    rank_zero_only(print)(
+                        f"warning: --config {name} sets {key}={cfg.get(key)!r} over the {value!r} given "
+                        f"before it (later arguments win); give --{key} after --config to keep it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            parser.settled = cfg.clone()
+
+
+class ConfigBeforeSubcommand(ConfigFile):
+    before_subcommand = True

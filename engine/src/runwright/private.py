@@ -225,17 +225,13 @@ def unresolved_class_name(error: BaseException) -> tuple[str, tuple[type, ...], 
     error. Read from the frames of ``error``'s traceback: the typehint is a local of ``adapt_typehints``
     (a class, a union, or a callable's ``return_type``) and the name one of ``import_object``."""
     bases: tuple[type, ...] = ()
-    frame = error.__traceback__
-    while frame is not None:
-        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+    for code, local in _frames(error):
         if code == "adapt_typehints":
             for hint in (local.get("typehint"), local.get("return_type")):
-                found = [c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None)]
-                bases = tuple(found) or bases
+                bases = _classes(hint) or bases
         name = local.get("name")
         if code == "import_object" and bases and isinstance(name, str) and name.isidentifier():
             return name, bases, [path for base in bases for path in get_all_subclass_paths(base)]
-        frame = frame.tb_next
     return None
 
 
@@ -244,15 +240,10 @@ def rejected_class(error: BaseException) -> tuple[type, tuple[type, ...]] | None
     subclass of the argument's type, and the classes it had to be a subclass of; ``None`` for another
     error. Read from the frames of ``error``'s traceback: ``val_class`` and ``typehint`` are locals of
     ``adapt_typehints``, ``subclass`` is ``False`` there when the class was rejected."""
-    frame = error.__traceback__
-    while frame is not None:
-        code, local = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
-        given, hint = local.get("val_class"), local.get("typehint")
-        if code == "adapt_typehints" and local.get("subclass") is False and isinstance(given, type):
-            bases = tuple(c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None))
-            if bases:
-                return given, bases
-        frame = frame.tb_next
+    for code, local in _frames(error):
+        given, bases = local.get("val_class"), _classes(local.get("typehint"))
+        if code == "adapt_typehints" and local.get("subclass") is False and isinstance(given, type) and bases:
+            return given, bases
     return None
 
 
@@ -261,13 +252,24 @@ def instance_typed(error: BaseException, bases: tuple[type, ...]) -> type | None
     when jsonargparse failed to build one for it (an optimizer needs the model's parameters: Hydra's
     partial pattern, which LightningCLI spells ``OptimizerCallable``); ``None`` for another error. Read from
     the frames of ``error``'s traceback: ``typehint`` is a local of ``adapt_typehints``."""
-    frame = error.__traceback__
-    while frame is not None:
-        code, hint = frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals.get("typehint")
+    for code, local in _frames(error):
+        hint = local.get("typehint")
         if code == "adapt_typehints" and isinstance(hint, type) and issubclass(hint, bases):
             return hint
-        frame = frame.tb_next
     return None
+
+
+def _frames(error: BaseException) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The function name and the locals of each frame of ``error``'s traceback, outermost first."""
+    frame = error.__traceback__
+    while frame is not None:
+        yield frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
+        frame = frame.tb_next
+
+
+def _classes(hint: Any) -> tuple[type, ...]:
+    """The classes a type hint names: itself, or the members of a union (``None`` left out)."""
+    return tuple(c for c in (hint, *get_args(hint)) if isinstance(c, type) and c is not type(None))
 
 
 def cpp_compiler_problem() -> str | None:

@@ -10,6 +10,7 @@ import importlib
 import inspect
 import itertools
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -22,7 +23,7 @@ from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import SaveConfigCallback
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
 
 from . import private, slurm
 from .errors import CheckpointError, ConfigError, RunExistsError
@@ -357,6 +358,24 @@ def finish_wandb_run(is_global_zero: bool = True) -> None:
         folder = Path(sync_dir)
         parts = sorted(folder.parent.glob(f"offline-run-*-{run_id}")) or [folder]
         print(f"W&B run saved offline; upload it with: wandb sync {' '.join(map(str, parts))}")
+
+
+def discard_new_run(run_dir: Path, logs_dir_too: bool) -> None:
+    """Delete a command's new run folder ``run_dir`` unless it holds a checkpoint (the loggers may have
+    written their first files before a setting was found bad), closing its W&B run silently, and the logs
+    folder above it when ``logs_dir_too`` (the command created it) and it is left empty. Under DDP only
+    rank 0 deletes."""
+    if (
+        getattr(rank_zero_only, "rank", 0) > 0
+        or not run_dir.is_dir()
+        or any(run_dir.glob("checkpoints/**/*.ckpt"))
+    ):
+        return
+    finish_wandb_run(is_global_zero=False)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if logs_dir_too:
+        with contextlib.suppress(OSError):
+            run_dir.parent.rmdir()
 
 
 def saved_run(

@@ -46,7 +46,7 @@ class CompileModel(Callback):
     needs none.
 
     Args:
-        enabled: Compile the module (default off: the model runs eagerly).
+        enabled: Compile the module (default off: the model runs eagerly; the CLI adds no callback).
         mode: ``torch.compile``'s ``mode`` (``None``: its default; ``reduce-overhead`` uses CUDA graphs).
         dynamic: ``torch.compile``'s ``dynamic`` (``None``: dynamic shapes once a second shape is seen).
         fullgraph: Fail instead of running Python between graphs at a graph break.
@@ -75,7 +75,7 @@ class CompileModel(Callback):
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Refuse inductor on CPU without a C++ compiler (found as inductor finds it), before the stage
         runs: inductor would fail at the first compiled call, after tracing the model."""
-        if not (self.enabled and self.backend == "inductor" and trainer.strategy.root_device.type == "cpu"):
+        if not (self.backend == "inductor" and trainer.strategy.root_device.type == "cpu"):
             return
         if (problem := private.cpp_compiler_problem()) is not None:
             raise ConfigError(
@@ -85,7 +85,7 @@ class CompileModel(Callback):
             )
 
     def _compile(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        if not self.enabled or self._compiled is pl_module:
+        if self._compiled is pl_module:
             return
         self._compiled = pl_module
         try:
@@ -103,12 +103,12 @@ class CompileModel(Callback):
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         """Time the first training step."""
-        if self.enabled and trainer.global_step == 0 and not self._first_step:
+        if trainer.global_step == 0 and not self._first_step:
             self._first_step = time.perf_counter()
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         """After the first training step: its time, or a warning that nothing of it ran compiled."""
-        if not (self.enabled and self._first_step > 0):
+        if not self._first_step > 0:
             return
         seconds, self._first_step = time.perf_counter() - self._first_step, -1.0
         self.first_step_seconds = seconds

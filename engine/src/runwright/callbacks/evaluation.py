@@ -36,14 +36,13 @@ class DistributedEvaluation(Callback):
             divide evenly over the processes (their mean would be wrong, a value synced every step hangs).
     """
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled  # (Lightning's use_distributed_sampler)
+    def __init__(self) -> None:
         self.uneven: dict[str, int] = {}  # split -> its size, for splits of unequal shards
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Wrap the loader methods of the DataModule (or the model) (several processes only)."""
         source = getattr(trainer, "datamodule", None) or pl_module
-        if not self.enabled or trainer.world_size < 2 or not trainer.distributed_sampler_kwargs:
+        if not trainer.distributed_sampler_kwargs:
             return
         for split in ("val", "test", "predict"):
             method = getattr(source, f"{split}_dataloader")

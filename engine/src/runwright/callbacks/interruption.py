@@ -41,7 +41,8 @@ class Interruption(Callback):
     failed health check) leaves the last saved checkpoint as it is.
 
     Args:
-        enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM).
+        enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM; the CLI adds no
+            callback).
     """
 
     def __init__(self, enabled: bool = True) -> None:
@@ -59,7 +60,7 @@ class Interruption(Callback):
             Path(trainer.default_root_dir) / "checkpoints"
         )
         self.requested = 0
-        if self.enabled and stage == "fit":
+        if stage == "fit":
             private.handle_sigterm(trainer, self._on_signal)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -88,8 +89,6 @@ class Interruption(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Take SIGINT over (main thread only); under DDP, let Lightning's per-batch broadcast carry the
         flag of rank 0."""
-        if not self.enabled:
-            return
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGINT, self._on_signal)
         if trainer.world_size > 1:
@@ -115,7 +114,7 @@ class Interruption(Callback):
         process at once, as Lightning saves) and say how to resume."""
         self.on_train_end(trainer, pl_module)
         private.handle_sigterm(trainer, None)
-        if not self.enabled or not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
+        if not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
         trainer.save_checkpoint(self.ckpt_path)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"

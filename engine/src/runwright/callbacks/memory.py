@@ -38,7 +38,7 @@ class MemoryMonitor(Callback):
     ``min_growth_mib`` after each of the last ``patience`` epochs (the first ``warmup_epochs`` left out
     while caches fill; confirmed after a full garbage collection): the usual cause is a tensor kept across
     steps, such as a loss appended to a list. Under DDP each process checks its own growth.
-    ``enabled=False`` turns logging and the check off.
+    ``enabled=False`` turns logging and the check off (the CLI adds no callback).
 
     Raises:
         ValueError: ``patience`` is below 1.
@@ -61,13 +61,11 @@ class MemoryMonitor(Callback):
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *_: object) -> None:
         """Log the figures every ``log_every_n_steps`` optimizer steps."""
         every = self.log_every_n_steps
-        if self.enabled and every > 0 and trainer.global_step % every == 0 and trainer.is_global_zero:
+        if every > 0 and trainer.global_step % every == 0 and trainer.is_global_zero:
             private.log_metrics(trainer, memory_stats_mib(pl_module.device))
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch-end figures, check the growth and reset the CUDA peak."""
-        if not self.enabled:
-            return
         stats = memory_stats_mib(device := pl_module.device)
         key = "memory/cuda_allocated_mib" if device.type == "cuda" else "memory/rss_mib"
         if trainer.current_epoch >= self.warmup_epochs:

@@ -36,7 +36,7 @@ class TrainingMonitor(Callback):
     Args:
         log_every_n_steps: Interval in optimizer steps; ``None``: the trainer's ``log_every_n_steps``;
             0 turns the gradient norm and LR off.
-        enabled: Turn all of it off.
+        enabled: Turn all of it off (the CLI adds no callback).
 
     Raises:
         ValueError: a negative ``log_every_n_steps``.
@@ -56,7 +56,7 @@ class TrainingMonitor(Callback):
         every = self.log_every_n_steps
         every = getattr(trainer, "log_every_n_steps", 50) if every is None else every  # (set by Lightning)
         due = every > 0 and (trainer.global_step + 1) % every == 0
-        if not (self.enabled and due and trainer.is_global_zero):
+        if not (due and trainer.is_global_zero):
             return
         metrics = {}
         if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
@@ -69,7 +69,7 @@ class TrainingMonitor(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Warn about a partial accumulation window."""
         batches, accumulate = trainer.num_training_batches, trainer.accumulate_grad_batches
-        if self.enabled and math.isfinite(batches) and (rest := int(batches) % accumulate):
+        if math.isfinite(batches) and (rest := int(batches) % accumulate):
             rank_zero_warn(
                 f"an epoch has {int(batches)} training batches, not a multiple of accumulate_grad_batches="
                 f"{accumulate}: its last step's gradient is scaled by {rest}/{accumulate}; change "
@@ -89,7 +89,7 @@ class TrainingMonitor(Callback):
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch's time and throughput."""
-        if self.enabled and self._epoch_start is not None:
+        if self._epoch_start is not None:
             if pl_module.device.type == "cuda":
                 torch.cuda.synchronize(pl_module.device)
             reduce, device = trainer.strategy.reduce, pl_module.device

@@ -193,10 +193,8 @@ def main(args: list[str], package: str) -> None:
                 write_provenance(
                     output.parent, collect(package=package, checkpoint=str(Path(config.ckpt_path).resolve()))
                 )
-            with warnings.catch_warnings():
-                warnings.simplefilter(
-                    "ignore"
-                )  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
+            with warnings.catch_warnings():  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
+                warnings.simplefilter("ignore")
                 if config.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
                     try:
                         name, fp32 = test_metric(model, cli.data_source)

@@ -24,9 +24,8 @@ from pathlib import Path
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import NonNegativeInt, PositiveInt
 
-from ..cli import ALL_SUBCOMMANDS, EXTRA_COMMANDS, ProjectCLI
+from ..cli import ALL_SUBCOMMANDS, EXTRA_COMMANDS, ProjectCLI, check_extra
 from ..errors import ConfigError, first_line
-from ..project import missing_modules
 from ..slurm import OWNER_FILE
 
 #: The commands that run as one task per process under ``srun`` (Lightning's ``SLURMEnvironment``):
@@ -78,11 +77,7 @@ def split_args(words: list[str]) -> tuple[list[str], list[str]]:
         if take_value:
             own.append(word)
             take_value = False
-        elif (
-            word.startswith("--slurm")
-            or word.startswith("--dry_run")
-            or (word in ("-h", "--help") and not command)
-        ):
+        elif word.startswith(("--slurm", "--dry_run")) or (word in ("-h", "--help") and not command):
             own.append(word)
             take_value = "=" not in word and word not in ("--dry_run", "-h", "--help")
         else:
@@ -237,11 +232,7 @@ def main(args: list[str], package: str) -> None:
         raise ConfigError(f"submit: name the command to run: python -m {package} submit fit --config ...")
     if command[0] == "submit" or command[0] not in (*ALL_SUBCOMMANDS, *EXTRA_COMMANDS):
         raise ConfigError(f"submit: no command `{command[0]}` to submit (e.g. fit, test, sweep)")
-    extra = EXTRA_COMMANDS.get(command[0], ("", "", None))[2]
-    if extra and (missing := missing_modules(extra)):
-        raise ConfigError(
-            f"{command[0]} needs the engine's {extra!r} extra ({', '.join(missing)} not installed)"
-        )
+    check_extra(command[0])
     if command[0] == "sweep":
         from .sweep import submit_sweep
 

@@ -126,9 +126,8 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
     """Build the run of the ``fit`` options ``args`` (a parse error is raised, not exited) with Optuna's
     pruning callback after the checkpoints (a pruned epoch is still saved) and fit it (from its
     ``--ckpt_path``, if any, in its own run folder). Afterwards, even
-    after a failed start, ``os.environ`` is as before and no W&B run or DDP process group is left open
-    (the next trial starts its own)."""
-    saved = dict(os.environ)
+    after a failed start, ``os.environ`` is as before (``ProjectCLI``'s) and no W&B run or DDP process
+    group is left open (the next trial starts its own)."""
     try:
         with ProjectCLI(args=args, run=False, package=package, parser_kwargs={"exit_on_error": False}) as cli:
             pruning = PyTorchLightningPruningCallback(trial, monitor=metric)
@@ -137,8 +136,6 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
-        os.environ.clear()
-        os.environ.update(saved)
     return cli, pruning
 
 
@@ -464,18 +461,17 @@ def main(args: list[str], package: str) -> None:
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats, fail_stale_trials
     warnings.filterwarnings("ignore", module="optuna")  # its plots of few trials, a retried trial
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # (a failed trial's traceback: its line says it)
-    sweep = SweepCLI(args[1:], package)
-    interrupted = (
-        run_workers(args[1:], sweep.config.workers, package) if sweep.config.workers > 1 else sweep.run()
-    )
-    written = "\n  ".join(map(str, sweep.write_results()))
-    done = sweep.count(*FINISHED)
-    print(f"{done} finished trial(s) in study {sweep.name!r}; results:\n  {written}")
-    if len(sweep.failures) >= MAX_FAILURES:
-        raise ProjectError(f"{MAX_FAILURES} trials in a row failed, the last: {sweep.failures[-1]}")
-    if interrupted:
-        by = "SIGTERM (its trial given back to the study)" if sweep.preempted else "Ctrl-C"
-        raise TrainingInterrupted(f"sweep interrupted by {by}; {done} finished trial(s) kept; re-run it")
+    with SweepCLI(args[1:], package) as sweep:  # (os.environ as before afterwards: the trials' variable)
+        workers = sweep.config.workers
+        interrupted = run_workers(args[1:], workers, package) if workers > 1 else sweep.run()
+        written = "\n  ".join(map(str, sweep.write_results()))
+        done = sweep.count(*FINISHED)
+        print(f"{done} finished trial(s) in study {sweep.name!r}; results:\n  {written}")
+        if len(sweep.failures) >= MAX_FAILURES:
+            raise ProjectError(f"{MAX_FAILURES} trials in a row failed, the last: {sweep.failures[-1]}")
+        if interrupted:
+            by = "SIGTERM (its trial given back to the study)" if sweep.preempted else "Ctrl-C"
+            raise TrainingInterrupted(f"sweep interrupted by {by}; {done} finished trial(s) kept; re-run it")
 
 
 def worker_devices(workers: int) -> list[str | None]:
@@ -568,9 +564,9 @@ def submit_sweep(command: list[str], options: Namespace, package: str) -> None:
     resources.tasks_per_node = 1
     args = command[1:]
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # (the retry callback)
-    check = SweepCLI(args, package, create=False)
-    if check.storage_url.startswith("sqlite"):
-        raise ConfigError(f"--storage={check.storage_url}: {NO_SQLITE}")
+    with SweepCLI(args, package, create=False) as check:  # the settings, the study's folder and storage
+        if check.storage_url.startswith("sqlite"):
+            raise ConfigError(f"--storage={check.storage_url}: {NO_SQLITE}")
     worker = ["sweep", *args, f"--storage={check.storage_url}", "--workers=1"]
     script = batch_script(resources, package, worker, f"{check.folder}/slurm-%A_%a.out", check.config.workers)
     if options.dry_run:
@@ -578,8 +574,8 @@ def submit_sweep(command: list[str], options: Namespace, package: str) -> None:
         return
     new = not check.folder.exists()
     try:
-        SweepCLI([*args, f"--storage={check.storage_url}"], package)  # the study, before any worker starts
-        submit(script, str(check.folder), owned=False)
+        with SweepCLI([*args, f"--storage={check.storage_url}"], package):  # the study, before any worker
+            submit(script, str(check.folder), owned=False)
     except BaseException:
         if new:
             shutil.rmtree(check.folder, ignore_errors=True)

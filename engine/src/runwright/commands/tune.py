@@ -51,11 +51,7 @@ class _TuneCLI(ProjectCLI):
 
     def __init__(self, command: str, args: list[str], package: str) -> None:
         self.run_label = command  # this instance's run folder suffix
-        try:
-            super().__init__(args=args, run=False, package=package, save_config_callback=_SaveFitConfig)
-        except BaseException:  # e.g. a bad argument or class (exit 2) after seeding
-            self.__exit__()
-            raise
+        super().__init__(args=args, run=False, package=package, save_config_callback=_SaveFitConfig)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the ``--tune.*`` options."""
