@@ -3,7 +3,8 @@ sitting: CPU-s (user + system) of ``import lightning``, of the fast suite (``pyt
 slow"``: the controller, its workers and every process they start), of ``import lightning`` again, and
 the suite's ratio to the mean of the two imports. With ``--top N`` it also prints the N costliest
 tests in CPU-s (set-up, call and teardown of each, in its worker and the processes it waited for; a
-session fixture counts for the first test that asks for it). Run from the template's root:
+session fixture counts for the first test that asks for it) and how many in-process commands (a
+``LightningCLI``: ``fit``, ``test``, ``export``'s rebuild, ...) each ran. Run from the template's root:
 
     OMP_NUM_THREADS=1 python engine/benchmarks/test_cost.py --top 10 [-- PYTEST ARGS]
 
@@ -22,12 +23,15 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ENGINE = Path(__file__).resolve().parents[1]
-#: Where a worker appends ``CPU-s<TAB>test id`` lines (the plugin below is on when it is set).
+#: Where a worker appends ``CPU-s<TAB>commands<TAB>test id`` lines (the plugin below is on when it is set).
 LOG_ENV = "RUNWRIGHT_TEST_COST_LOG"
+#: In-process commands started so far in this process.
+commands = 0
 
 
 def cpu_seconds(command: Sequence[str], cwd: Path) -> tuple[float, float]:
@@ -39,6 +43,22 @@ def cpu_seconds(command: Sequence[str], cwd: Path) -> tuple[float, float]:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """In a worker with ``LOG_ENV`` set, count every ``LightningCLI`` built (each in-process command)."""
+    if not (os.environ.get(LOG_ENV) and hasattr(config, "workerinput")):
+        return
+    from lightning.pytorch.cli import LightningCLI
+
+    init = LightningCLI.__init__
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        global commands
+        commands += 1
+        init(*args, **kwargs)
+
+    LightningCLI.__init__ = counted  # type: ignore[method-assign]
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Append the test's CPU-s (its worker's and its waited-for children's) to the file of ``LOG_ENV``."""
@@ -46,12 +66,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     if not log:
         yield
         return
-    start = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    start, started = (time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)), commands
     yield
     end = time.process_time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     children = (end[1].ru_utime - start[1].ru_utime) + (end[1].ru_stime - start[1].ru_stime)
     with open(log, "a") as handle:
-        handle.write(f"{end[0] - start[0] + children:.2f}\t{item.nodeid}\n")
+        handle.write(f"{end[0] - start[0] + children:.2f}\t{commands - started}\t{item.nodeid}\n")
 
 
 def main() -> None:
@@ -78,13 +98,13 @@ def main() -> None:
     print(f"import lightning: {first:.1f} and {second:.1f} CPU-s")
     print(f"fast suite: {tests:.1f} CPU-s ({wall:.0f} s wall) = {tests / imports:.1f} x import lightning")
     if args.top and log.exists():
-        rows = sorted(
-            (line.split("\t", 1) for line in log.read_text().splitlines()), key=lambda r: -float(r[0])
-        )
-        total = sum(float(cpu) for cpu, _ in rows)
-        print(f"the tests themselves: {total:.1f} CPU-s in {len(rows)} tests; the {args.top} costliest:")
-        for cpu, name in rows[: args.top]:
-            print(f"{float(cpu):7.1f}  {name}")
+        rows = [line.split("\t", 2) for line in log.read_text().splitlines()]
+        rows.sort(key=lambda row: -float(row[0]))
+        total, count = sum(float(row[0]) for row in rows), sum(int(row[1]) for row in rows)
+        print(f"the tests themselves: {total:.1f} CPU-s in {len(rows)} tests, {count} in-process commands")
+        print(f"the {args.top} costliest (CPU-s, commands, test):")
+        for cpu, runs, name in rows[: args.top]:
+            print(f"{float(cpu):7.1f} {runs:>3}  {name}")
 
 
 if __name__ == "__main__":
