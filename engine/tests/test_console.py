@@ -88,20 +88,28 @@ def test_a_ddp_fit_with_a_module_that_imports_pytorch_lightning_prints_what_one_
     assert all(float(r["memory/rss_mib"]) > 0 for r in rows if r["memory/rss_mib"])
 
 
-def test_a_machine_with_srun_on_the_path_prints_the_quiet_console(tmp_path: Path) -> None:
+def test_a_machine_with_srun_on_the_path_prints_the_quiet_console(
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    recwarn: pytest.WarningsRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Every SLURM login node has ``srun`` on the PATH: a command started there without ``srun`` (so not a
-    SLURM job) printed Lightning's "The `srun` command is available on your system but is not used" hint.
-    A fake ``srun`` on the PATH of a fresh interpreter, as on such a node."""
-    bin_dir = tmp_path / "bin"
+    SLURM job) printed Lightning's "The `srun` command is available on your system but is not used" hint
+    (Lightning looks ``srun`` up on the PATH as the Trainer is built). A fake ``srun`` on the PATH, no
+    ``SLURM_*`` variable, as on such a node: no warning, only the run's two lines."""
+    bin_dir = workdir / "bin"
     bin_dir.mkdir()
     (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
     (bin_dir / "srun").chmod(0o755)
-    no_job = {key: value for key, value in os.environ.items() if not key.startswith("SLURM_")}
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    result = run_module(["fit", *FAST], cwd=tmp_path, env=env, base_env=no_job, timeout=300)
-    assert result.stderr == ""
-    (run,) = run_dirs(tmp_path / "logs")
-    assert normalized(result.stdout) == [
+    for key in [key for key in os.environ if key.startswith("SLURM_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    code, out, err = run_main(["fit", *FAST], capsys)
+    assert code == 0 and err == "", err
+    assert [str(w.message) for w in recwarn if not issubclass(w.category, DeprecationWarning)] == []
+    (run,) = run_dirs(workdir / "logs")
+    assert normalized(out) == [
         f"Run folder: {run}",
         f"Best checkpoint (val/acc=V): {run}/checkpoints/best.ckpt",
     ]

@@ -1,5 +1,5 @@
 """``python -m <package> export``: every format is written, reloaded and checked against eager
-PyTorch."""
+PyTorch. The tests that only read a run export the session's shared one (conftest's ``trained_run``)."""
 
 from __future__ import annotations
 
@@ -12,28 +12,18 @@ import pytest
 import torch
 import yaml
 from support import (
-    FAST,
     PLAIN_DATA,
     PLAIN_MODEL,
     RunCLI,
     checkpoint_model,
     fit_with_batch_size_1,
     main,
-    project_cli,
     quantized_export_line,
     rebuilt,
     run_main,
 )
 
 from runwright.commands import export, rebuild
-
-
-@pytest.fixture(scope="module")
-def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A run folder with checkpoints (a fast fit of the fixture task, a few training batches)."""
-    logs = tmp_path_factory.mktemp("export") / "logs"
-    cli = project_cli(["fit", f"--logs_dir={logs}", "--trainer.logger=false", *FAST])
-    return cli.run_dir
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torch_export", "torchscript"])
