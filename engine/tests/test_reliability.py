@@ -367,10 +367,10 @@ def test_signal_mid_epoch_saves_a_resumable_checkpoint_and_resume_finishes(
     wait_for_file(last, process)  # the end of epoch 0
     time.sleep(0.45)  # about 4 batches into epoch 1
     process.send_signal(signum)
-    _, stderr = process.communicate(timeout=120)
+    stdout, stderr = process.communicate(timeout=120)
     assert process.returncode == code, stderr
     assert "saved a resumable checkpoint" in stderr and "--ckpt_path last" in stderr
-    assert "Traceback" not in stderr
+    assert "Traceback" not in stderr and "weights_only" not in stdout + stderr  # (no Lightning note)
     saved = torch.load(last, weights_only=True)
     assert 10 < saved["global_step"] < 20, "a mid-epoch checkpoint, taken when the signal arrived"
     run_module(["fit", *SIGNAL_RUN, "--run_name=resumed", "--ckpt_path=last"], cwd=tmp_path)

@@ -116,7 +116,7 @@ class Interruption(Callback):
         private.handle_sigterm(trainer, None)
         if not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
-        trainer.save_checkpoint(self.ckpt_path)
+        trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # (the whole state: it resumes)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
         epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
         message = (
