@@ -72,6 +72,27 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     assert hashes(folder) == before and metric_rows(first.run_dir, "val/acc") == rows
 
 
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (["--trainer.max_epochs=0"], "already reached --trainer.max_epochs=0"),
+        (
+            ["--trainer.limit_train_batches=0", "--model.lr_scheduler=null"],
+            "had no training batch (see --trainer.limit_train_batches",
+        ),
+    ],
+)
+def test_a_fit_that_trains_no_step_says_so(
+    args: list[str], line: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new ``fit`` that can train no step (``max_epochs=0``, no training batch) says so in one line
+    naming the setting, as a resume that already reached ``max_epochs`` does; it writes no checkpoint."""
+    code, out, err = run_main(["fit", *FAST, *args], capsys)
+    assert code == 0, err
+    assert f"Nothing trained: the run (current_epoch=0, global_step=0) {line}" in out
+    assert not list((workdir / "logs").glob("*/checkpoints/*.ckpt"))
+
+
 def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> None:
     scores = ["--model.scores=[0.5,0.9,0.6,0.8,0.3]", "--trainer.max_epochs=5"]
     cli = run_cli("fit", *SCRIPTED, *scores, "--checkpoint.save_top_k=3", "--checkpoint.filename=top-{epoch}")

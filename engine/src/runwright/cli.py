@@ -346,18 +346,28 @@ class ProjectCLI(LightningCLI):
     after_test = after_validate
 
     def after_fit(self) -> None:
-        """Say where the run folder and its best checkpoint are, and when a run from a checkpoint had
-        nothing left to train (the checkpoint already at ``max_steps`` or ``max_epochs``)."""
+        """Say where the run folder and its best checkpoint are, and when the fit trained no step (a
+        checkpoint already at ``max_steps`` or ``max_epochs``, ``max_epochs=0``, no training batch)."""
         trainer, run_dir = self.trainer, self.run_dir
         if not trainer.is_global_zero:
             return
-        if self.checkpoint and trainer.global_step == self.checkpoint["global_step"]:
+        if trainer.global_step == (int(self.checkpoint["global_step"]) if self.checkpoint else 0):
             limits = [("max_steps", trainer.max_steps, trainer.global_step)]
-            limits.append(("max_epochs", trainer.max_epochs or -1, trainer.current_epoch))
+            limits.append(
+                (
+                    "max_epochs",
+                    -1 if trainer.max_epochs is None else trainer.max_epochs,
+                    trainer.current_epoch,
+                )
+            )
             reached = [f"--trainer.{key}={value}" for key, value, now in limits if 0 <= value <= now]
             at = f"current_epoch={trainer.current_epoch}, global_step={trainer.global_step}"
-            rest = f" already reached {reached[0]}; give a larger value to train on." if reached else "."
-            print(f"Nothing trained: the checkpoint ({at}){rest}")
+            rest = (
+                f" already reached {reached[0]}; give a larger value to train on."
+                if reached
+                else " had no training batch (see --trainer.limit_train_batches and the training data)."
+            )
+            print(f"Nothing trained: {'the checkpoint' if self.checkpoint else 'the run'} ({at}){rest}")
         print(f"Run folder: {run_dir}")
         slurm.mark_finished(run_dir, trainer)
         best = next((cb for cb in trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
