@@ -81,7 +81,7 @@ def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = 
         if targets.dtype.is_floating_point or logits.ndim != 2 or logits.shape[1] < 2:
             raise ConfigError("the model is not a classifier (needs [N, K] logits and class targets)")
     except (ProjectError, ArgumentError, FileNotFoundError) as error:
-        print(f"skipped confusion_matrix.png: {first_line(error)} (it is drawn for a classifier of (x, y) batches)")
+        print(f"skipped confusion_matrix.png: {first_line(error)} (drawn for (x, y) classifiers)")
         return written
     matrix, (figure, axes) = MulticlassConfusionMatrix(logits.shape[1]), new_figure()
     matrix.plot(matrix(logits, targets), ax=axes)  # rows: true class, columns: predicted class
