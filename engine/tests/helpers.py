@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 from fixture_task import PlainClassifier, TinyClassifier, TinyImages
-from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.demos.boring_classes import BoringModel
+from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.demos.boring_classes import BoringModel, RandomDataset, RandomIterableDataset
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import Metric
@@ -300,24 +300,34 @@ class ColorImages(TinyImages):
 
 
 class SignalAt(Callback):
-    """Send SIGINT (as Ctrl-C does) or ``signum`` (``"SIGTERM"``) at the end of training batch ``batch`` of
-    ``epoch``, or with ``batch=-1`` at the end of the epoch (after its validation); rank 0 sends it, to
-    itself (the main process) or, with ``group``, to its whole process group (as a scheduler or Ctrl-C
-    does: every DDP process and DataLoader worker). A group must be the run's own: started in a new
-    session, as :func:`support.start_module` does with ``new_session``."""
+    """Send SIGINT (as Ctrl-C does) or ``signum`` (``"SIGTERM"``) ``times`` times at the end of training
+    batch ``batch`` of ``epoch``, or with ``batch=-1`` at the end of the epoch (after its validation), or
+    with ``epoch=-1`` at the end of the sanity check's first batch; rank 0 sends it, to itself (the main
+    process) or, with ``group``, to its whole process group (as a scheduler or Ctrl-C does: every DDP
+    process and DataLoader worker). A group must be the run's own: started in a new session, as
+    :func:`support.start_module` does with ``new_session``."""
 
-    def __init__(self, epoch: int = 0, batch: int = 0, signum: str = "SIGINT", group: bool = False) -> None:
-        self.epoch, self.batch = epoch, batch
+    def __init__(
+        self, epoch: int = 0, batch: int = 0, signum: str = "SIGINT", group: bool = False, times: int = 1
+    ) -> None:
+        self.epoch, self.batch, self.times = epoch, batch, times
         self.signum, self.group = signal.Signals[signum], group
 
     def _send(self, trainer: Trainer) -> None:
         if not trainer.is_global_zero:
             return
-        if not self.group:
-            os.kill(os.getpid(), self.signum)
-            return
-        assert os.getpgid(0) == os.getpid(), "the run must lead its own process group (a new session)"
-        os.killpg(0, self.signum)
+        for _ in range(self.times):
+            if not self.group:
+                os.kill(os.getpid(), self.signum)
+                continue
+            assert os.getpgid(0) == os.getpid(), "the run must lead its own process group (a new session)"
+            os.killpg(0, self.signum)
+
+    def on_validation_batch_end(
+        self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int, *_: int
+    ) -> None:
+        if trainer.sanity_checking and (self.epoch, batch_idx) == (-1, 0):
+            self._send(trainer)
 
     def on_train_batch_end(
         self, trainer: Trainer, pl_module: LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -531,3 +541,14 @@ class KeywordInputs(LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class IterableTrainData(LightningDataModule):
+    """``BoringModel``'s data (32 features) with the training samples in Lightning's demo
+    ``RandomIterableDataset`` (no ``__len__``, no state): 8 batches of 8 an epoch."""
+
+    def train_dataloader(self) -> DataLoader[Tensor]:
+        return DataLoader(RandomIterableDataset(32, 64), batch_size=8)
+
+    def val_dataloader(self) -> DataLoader[Tensor]:
+        return DataLoader(RandomDataset(32, 8), batch_size=8)

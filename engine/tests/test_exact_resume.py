@@ -14,11 +14,13 @@ import torch
 from fixture_task import TinyImages
 from helpers import Recorder
 from support import (
+    FAST,
     RunCLI,
     assert_same_weights,
     ckpt_weights,
     every_step,
     metric_rows,
+    run_main,
     run_module,
     start_module,
     step_losses,
@@ -335,3 +337,27 @@ def test_a_signal_at_an_epochs_last_batch_stops_after_that_epochs_validation_and
     assert_same_weights(weights(full), weights(resumed))
     assert metric_rows(resumed.run_dir, "val/loss") == metric_rows(full.run_dir, "val/loss")
     assert step_losses(resumed.run_dir) == {s: v for s, v in step_losses(full.run_dir).items() if s != 4}
+
+
+def test_a_mid_epoch_resume_of_a_training_loader_without_length_or_state_says_the_epoch_starts_again(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A training loader over an ``IterableDataset`` (Lightning's demo one) cannot continue an epoch where
+    it stopped: the resumed run says so in one line (Lightning itself says it only for a loader with a
+    length)."""
+    args = [
+        "fit",
+        *FAST,
+        "--trainer.limit_train_batches=1.0",
+        "--model=lightning.pytorch.demos.boring_classes.BoringModel",
+        "--data=helpers.IterableTrainData",
+        "--checkpoint.monitor=null",
+        "--run_name=run",
+    ]
+    signal = ["--trainer.callbacks+=helpers.SignalAt", "--trainer.callbacks.batch=3"]
+    assert run_main([*args, *signal], capsys)[0] == 130
+    with pytest.warns(UserWarning, match="reads its data again from the start") as caught:
+        code, _, err = run_main([*args[:-1], "--trainer.max_epochs=2", "--ckpt_path=last"], capsys)
+    assert code == 0, err
+    (line,) = [str(w.message) for w in caught if "reads its data again" in str(w.message)]
+    assert line.startswith("--ckpt_path=logs/run/checkpoints/last.ckpt is in the middle of epoch 1,"), line

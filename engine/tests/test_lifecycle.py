@@ -16,6 +16,7 @@ import yaml
 from lightning.pytorch import Trainer
 from support import FAST, RunCLI, hashes, metric_rows, run_dirs, run_main
 
+from runwright import runs
 from runwright.errors import TrainingInterrupted
 
 SCRIPTED = ["--model=helpers.ScriptedClassifier"]
@@ -91,6 +92,42 @@ def test_a_fit_that_trains_no_step_says_so(
     assert code == 0, err
     assert f"Nothing trained: the run (current_epoch=0, global_step=0) {line}" in out
     assert not list((workdir / "logs").glob("*/checkpoints/*.ckpt"))
+
+
+def test_a_run_being_trained_is_not_resumed_by_a_second_command(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fit --ckpt_path last`` typed while another process still trains that run (a hand-typed resume
+    beside a requeued job) is refused with one line, exit 2, and leaves the run's files as they were; once
+    that process ends, the same command continues the run."""
+    run = run_cli("fit", "--run_name=A").run_dir
+    before = hashes(run)
+    other = runs.lock_run(run)  # (the engine's hold of a run in another process's fit)
+    assert other is not None
+    code, _, err = run_main(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last"], capsys)
+    assert code == 2 and err.splitlines()[-1] == (
+        f"error: {run} is being trained by another process: wait until it ends, or branch off with "
+        "--run_name <a new name>"
+    )
+    assert hashes(run) == before
+    os.close(other)
+    code, out, err = run_main(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last"], capsys)
+    assert code == 0 and f"Run folder: {run}" in out, err
+    assert epoch_of(run / "checkpoints" / "last.ckpt") == 1
+
+
+@pytest.mark.parametrize("command", ["validate", "test", "predict"])
+def test_evaluating_without_a_checkpoint_says_the_model_is_as_built(
+    command: str, fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``test --config logs/<run>/config.yaml`` without ``--ckpt_path`` evaluates the model as built (its
+    initial weights, as Lightning does): one line says so and names ``--ckpt_path``."""
+    config = fitted() / "config.yaml"
+    note = f"No --ckpt_path: {command} takes the model as built"
+    code, out, err = run_main([command, *FAST, "--config", str(config)], capsys)
+    assert code == 0 and note in out, err
+    code, out, err = run_main([command, *FAST, "--config", str(config), "--ckpt_path=best"], capsys)
+    assert code == 0 and note not in out, err
 
 
 def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> None:

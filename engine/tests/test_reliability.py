@@ -13,7 +13,7 @@ import pytest
 import pytorch_lightning
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint as StandaloneModelCheckpoint
-from support import FAST, RunCLI, main, run_dirs, run_module, start_module, wait_for_file
+from support import FAST, RunCLI, main, run_dirs, run_main, run_module, start_module, wait_for_file
 
 from runwright.base import seeded_split
 from runwright.callbacks import CHECKS, HealthCheck
@@ -216,8 +216,9 @@ def standalone(path: str, base: str, at: str = "") -> str:
             "`pytorch_lightning.loggers.CSVLogger` is another package's copy of "
             "lightning.pytorch.loggers.CSVLogger: give `lightning.pytorch.loggers.CSVLogger`",
         ),
-        (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest
+        (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest, one line
         (["--trainer.max_epochs=three"], None),
+        (["--seed_everything=abc"], None),
     ],
 )
 def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
@@ -229,10 +230,11 @@ def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
         run_cli("fit", *args)
     assert caught.value.code == 2
     err = capsys.readouterr().err
+    (line,) = [line for line in err.splitlines() if not line.startswith(("usage:", "tip:"))]
     if error is not None:
-        assert err.splitlines()[-1] == f"error: {error}", err
+        assert line == f"error: {error}", err
     else:
-        assert args[-1].partition("=")[2 if "=" in args[-1] else 0] in err
+        assert line.startswith("error: ") and args[-1].partition("=")[2 if "=" in args[-1] else 0] in line
     assert not (workdir / "logs").exists()
 
 
@@ -242,6 +244,10 @@ def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
         (["--data.batch_size=-1"], "batch_size=-1: must be at least 1"),
         (["--data.num_workers=-1"], "num_workers=-1: must be 0"),
         (["--trainer.accelerator=gpu"], "building the run failed: MisconfigurationException"),
+        (  # (the default warmup-cosine is sized in steps: the setting that leaves none is named)
+            ["--trainer.limit_train_batches=0"],
+            "this run has -1 .*--trainer.limit_train_batches=0",
+        ),
     ],
 )
 def test_a_value_its_class_rejects_is_a_config_error_without_a_run_folder(
@@ -388,3 +394,48 @@ def test_two_runs_started_together_get_their_own_folders(tmp_path: Path) -> None
     assert len(folders) == 2
     for folder in folders:
         assert (folder / "checkpoints" / "last.ckpt").is_file() and (folder / "config.yaml").is_file()
+
+
+INTERRUPTED = [
+    "fit",
+    *FAST,
+    "--trainer.max_epochs=3",
+    "--trainer.limit_train_batches=4",
+    "--trainer.num_sanity_val_steps=1",
+    "--run_name=run",
+    "--trainer.callbacks+=helpers.SignalAt",
+]
+
+
+def test_ctrl_c_in_the_sanity_check_stops_at_the_first_training_batch_with_a_checkpoint(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_main([*INTERRUPTED, "--trainer.callbacks.epoch=-1"], capsys)
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 130 and line.startswith("error: interrupted by SIGINT in epoch 1/3 (step 1); saved"), err
+    saved = torch.load(workdir / "logs" / "run" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert saved["global_step"] == 1
+
+
+@pytest.mark.parametrize("at", ["epoch 2", "sanity check"])
+def test_a_second_ctrl_c_aborts_without_saving_in_one_line(
+    at: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C twice: exit 130 and one line; the checkpoint of epoch 1 stays as it was; a run that had
+    saved none leaves no folder."""
+    where = ["--trainer.callbacks.epoch=1", "--trainer.callbacks.batch=1"] if at == "epoch 2" else []
+    code, _, err = run_main(
+        [*INTERRUPTED, *(where or ["--trainer.callbacks.epoch=-1"]), "--trainer.callbacks.times=2"], capsys
+    )
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    last = workdir / "logs" / "run" / "checkpoints" / "last.ckpt"
+    assert code == 130, err
+    if at == "epoch 2":
+        assert line == (
+            f"error: aborted by a second SIGINT in epoch 2/3 (step 6), without saving: {last}, the last "
+            "checkpoint saved before, resumes with the same command plus --ckpt_path last"
+        )
+        assert torch.load(last, weights_only=True)["global_step"] == 4
+    else:
+        assert line.endswith("without saving: no checkpoint of this run was saved before"), line
+        assert not (workdir / "logs" / "run").exists()

@@ -110,7 +110,11 @@ def test_an_endless_run_is_refused_with_one_error_line(
     assert caught.value.code == 2
     err = capsys.readouterr().err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
-    assert "total_steps=inf" in line and "max_epochs or max_steps" in line
+    assert line == (
+        "error: model.lr_scheduler is sized in optimizer steps and this run has inf (from "
+        "--trainer.max_epochs=-1, --trainer.max_steps=-1 and --trainer.limit_train_batches=2): give a "
+        "finite run with training batches, or --model.lr_scheduler=null"
+    )
     assert "Traceback" not in err
 
 

@@ -94,6 +94,21 @@ def test_lr_find_leaves_no_run_folder_or_environment_after_a_bad_class_argument(
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
 
 
+def test_lr_find_refuses_manual_optimization_in_one_line_without_a_run_folder(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Lightning's LR finder reads the loss ``training_step`` returns to Lightning's optimization loop,
+    which a module with ``automatic_optimization = False`` does not use: refused, not 10 NaN losses."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["lr_find", *QUICK, "--model=helpers.ManualClassifier"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: lr_find: ManualClassifier sets automatic_optimization = False; Lightning's LR finder needs "
+        "automatic optimization (training_step returning the loss)"
+    )
+    assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
+
+
 def test_scale_batch_size_rejects_a_start_larger_than_the_training_split(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

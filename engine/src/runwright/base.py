@@ -7,6 +7,7 @@ Neither is required: the engine runs any LightningModule and LightningDataModule
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import random
 import warnings
@@ -177,13 +178,21 @@ class BaseModule(LightningModule):
             ConfigError: the optimizer or scheduler rejects its arguments (e.g. a negative ``lr``, or
                 an endless run for a schedule sized in steps).
         """
+        sized = self.lr_scheduler is not None and sized_in_steps(self.lr_scheduler)
+        steps = self.trainer.estimated_stepping_batches if sized else 1
+        if not 1 <= steps < math.inf:
+            trainer = self.trainer
+            raise ConfigError(
+                f"model.lr_scheduler is sized in optimizer steps and this run has {steps} (from "
+                f"--trainer.max_epochs={trainer.max_epochs}, --trainer.max_steps={trainer.max_steps} and "
+                f"--trainer.limit_train_batches={trainer.limit_train_batches}): give a finite run with "
+                "training batches, or --model.lr_scheduler=null"
+            )
         try:
             optimizer = self.optimizer(self.parameters())
             if self.lr_scheduler is None:
                 return optimizer
-            sized = sized_in_steps(self.lr_scheduler)
-            total = {"total_steps": self.trainer.estimated_stepping_batches} if sized else {}
-            scheduler = self.lr_scheduler(optimizer, **total)
+            scheduler = self.lr_scheduler(optimizer, **({"total_steps": steps} if sized else {}))
         except (ValueError, TypeError) as error:
             raise ConfigError(
                 f"model.optimizer / model.lr_scheduler: {error}. Fix the value in the config or on the "

@@ -87,6 +87,8 @@ class ProjectCLI(LightningCLI):
     run_dir: Path
     #: Whether this command created the logs folder (removed again with a discarded new run).
     _new_logs_dir = False
+    #: The run folder's lock, held during a fit (:func:`~runwright.runs.lock_run`).
+    _lock: int | None = None
 
     def __init__(self, args: ArgsType = None, run: bool = True, *, package: str, **kwargs: Any) -> None:
         self.package = package
@@ -147,22 +149,26 @@ class ProjectCLI(LightningCLI):
         self._end(error)
 
     def _end(self, error: BaseException | None = None, building: bool = False) -> None:
-        """End the command: put the environment variables that seeding and the run folder set back, close
-        an open W&B run; raise ``error``'s one-line :class:`~runwright.errors.ProjectError`
-        (:func:`~runwright.failures.one_line`), if it has one. After bad input (exit code 2), a fault of
-        the file system, or, while ``building`` the run, an error without a one-line form (a traceback),
-        this command's new run folder without a checkpoint is discarded
-        (:func:`~runwright.runs.discard_new_run`)."""
+        """End the command: release the run folder's lock, put the environment variables that seeding and
+        the run folder set back, close an open W&B run; raise ``error``'s one-line
+        :class:`~runwright.errors.ProjectError` (:func:`~runwright.failures.one_line`), if it has one.
+        After bad input (exit code 2), a fault of the file system, an interruption, or, while
+        ``building`` the run, an error without a one-line form (a traceback), this command's new run
+        folder without a checkpoint is discarded (:func:`~runwright.runs.discard_new_run`)."""
         problem = None
         if isinstance(error, Exception):
             compiling = hasattr(self, "config") and bool(self._config().get("compile.enabled"))
             problem = one_line(error, compiling, getattr(self, "run_dir", None))
             if problem is not None:
-                discard = problem.exit_code == 2 or isinstance(problem, FileSystemError)
+                stopped = (FileSystemError, TrainingInterrupted)
+                discard = problem.exit_code == 2 or isinstance(problem, stopped)
             else:
                 discard = building and not isinstance(error, OSError)
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
         os.environ.clear()
         os.environ.update(self._environ)
         runs.finish_wandb_run(getattr(getattr(self, "trainer", None), "is_global_zero", True))
@@ -259,6 +265,7 @@ class ProjectCLI(LightningCLI):
         else:
             self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
             self.run_dir, self.continued = runs.choose_run_dir(config, self.subcommand or self.run_label)
+            self._lock = runs.lock_run(self.run_dir) if self.subcommand == "fit" else None
             run.trainer.default_root_dir = str(self.run_dir)
             wandb_id = runs.wandb_id_of(self.run_dir) if self.continued else None
             run.trainer.logger = runs.run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
@@ -330,7 +337,13 @@ class ProjectCLI(LightningCLI):
         return trainer
 
     def after_instantiate_classes(self) -> None:
-        """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``."""
+        """Keep the rows a continued run logged up to its checkpoint in its ``metrics.csv``; say so when
+        ``validate``, ``test`` or ``predict`` is given no checkpoint (the model as built is evaluated)."""
+        if self.subcommand in ("validate", "test", "predict") and self.checkpoint is None:
+            rank_zero_only(print)(
+                f"No --ckpt_path: {self.subcommand} takes the model as built (its initial weights, or what "
+                "its __init__ loads); --ckpt_path best, last or a file takes a trained run's weights."
+            )
         if self.continued and self.metrics_csv is not None:
             runs.keep_metrics_csv(
                 self.metrics_csv, int(self.checkpoint["global_step"]) if self.checkpoint else 0

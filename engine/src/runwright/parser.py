@@ -3,7 +3,7 @@ line naming it, the closest valid name (``difflib``) and, for a ``--config`` fil
 the wrong kind is one line naming the class it must subclass (for a class built on ``pytorch_lightning``,
 the ``lightning.pytorch`` import to use).
 
-jsonargparse's own message stays for every other error. The explanation reads
+jsonargparse's own message, its lines joined into one, for every other error. The explanation reads
 what jsonargparse parsed (the exception chain, the namespace, the unrecognized arguments), never the
 command line or a YAML file as text; to name the file of a misspelt key it loads the ``--config`` files
 that were read (YAML) and looks the key up. Its ``--config`` (:class:`ConfigFile`) is refused before the
@@ -231,9 +231,9 @@ class Parser(RecordsUnrecognized):
             raise UnknownKey(key.removeprefix(prefix), choices, files) from error
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
-        """:func:`explain`'s one line, else jsonargparse's message."""
+        """:func:`explain`'s one line, else jsonargparse's message on one line (its lines joined)."""
         options = [option for action in self._actions for option in action.option_strings]
-        super().error(explain(ex, self.unrecognized, options, self.reading) or message, ex)
+        super().error(explain(ex, self.unrecognized, options, self.reading) or " ".join(message.split()), ex)
 
 
 class ConfigFile(ActionConfigFile):

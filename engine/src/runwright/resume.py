@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import random
 import signal
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import Dataset, DistributedSampler, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -186,6 +188,18 @@ class ExactResume(Callback):
                 "size, or from a checkpoint of an epoch's end, or start a new run from its weights "
                 "(--init_from)."
             )
+        # (Lightning warns of a mid-epoch resume without loader state only for a loader with a length)
+        if state.get("mid_epoch") and trainer.num_training_batches == math.inf:
+            one = trainer.train_dataloader
+            loaders = one.values() if isinstance(one, dict) else one if isinstance(one, list) else [one]
+            if not all(hasattr(loader, "load_state_dict") for loader in loaders):
+                rank_zero_warn(
+                    f"--ckpt_path={trainer.ckpt_path} is in the middle of epoch {trainer.current_epoch + 1}, "
+                    "and the training loader, without a length, has no state to continue from (a DataLoader "
+                    "of an IterableDataset): the epoch reads its data again from the start. For an exact "
+                    "resume use torchdata's StatefulDataLoader, or resume from the end of an epoch.",
+                    stacklevel=5,  # (shown as one line)
+                )
         set_rng_states(state["rng_states"])
         epoch, last_batch = state.get("batch", (0, False))
         if last_batch and trainer.current_epoch > epoch:

@@ -156,6 +156,35 @@ def choose_run_dir(config: Namespace, subcommand: str) -> tuple[Path, bool]:
     return create_run_dir(config.logs_dir, subcommand, config.run_name), False
 
 
+def lock_run(run_dir: Path) -> int | None:
+    """Lock the folder ``run_dir`` for this process's fit of the run (``flock`` on the folder itself:
+    released when the process ends, however it ends, so a requeued job takes it again), on rank 0;
+    returns the descriptor to ``os.close`` to release it, or ``None`` on other ranks and where folders
+    cannot be locked (Windows; NFS, which locks only files open for writing).
+
+    Raises:
+        RunExistsError: another process holds it (a fit of this run is still going).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    if getattr(rank_zero_only, "rank", 0) > 0:
+        return None
+    folder = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        os.close(folder)
+        if isinstance(error, BlockingIOError):
+            raise RunExistsError(
+                f"{run_dir} is being trained by another process: wait until it ends, or branch off with "
+                "--run_name <a new name>"
+            ) from None
+        return None
+    return folder
+
+
 def best_checkpoint_of(last: Path) -> Path:
     """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that the
     run's own :class:`~runwright.checkpointing.BestCheckpoint` recorded, looked up in the same folder

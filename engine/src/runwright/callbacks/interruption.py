@@ -36,9 +36,10 @@ class Interruption(Callback):
       instead, so no collective is added and all processes stop at the same step. A signal that
       reaches another process but not rank 0 is ignored (Ctrl-C and schedulers signal them all).
 
-    The command then says in one line where it stopped and how to resume (``--ckpt_path last``) and
-    exits with 130 (SIGINT) or 143 (SIGTERM). A second Ctrl-C aborts at once. Any other exception (a
-    failed health check) leaves the last saved checkpoint as it is.
+    A signal during the sanity check stops at the first training batch in the same way. The command
+    then says in one line where it stopped and how to resume (``--ckpt_path last``) and exits with 130
+    (SIGINT) or 143 (SIGTERM). A second Ctrl-C aborts at once, without saving (one line, exit code 130).
+    Any other exception (a failed health check) leaves the last saved checkpoint as it is.
 
     Args:
         enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM; the CLI adds no
@@ -50,6 +51,8 @@ class Interruption(Callback):
         self.dirpath: str | Path = "checkpoints"
         #: The signal whose stop is pending (0: none).
         self.requested = 0
+        #: Whether a second Ctrl-C aborted the run.
+        self.aborted = False
         self._previous: Any = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -59,13 +62,18 @@ class Interruption(Callback):
         self.dirpath = (last.dirpath if last is not None else None) or str(
             Path(trainer.default_root_dir) / "checkpoints"
         )
-        self.requested = 0
+        self.requested, self.aborted = 0, False
         if stage == "fit":
             private.handle_sigterm(trainer, self._on_signal)
 
     def teardown(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Give SIGTERM back to Lightning."""
         private.handle_sigterm(trainer, None)
+
+    def on_sanity_check_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Take SIGINT over (main thread only; after Lightning has noted the handlers it puts back)."""
+        if threading.current_thread() is threading.main_thread() and self._previous is None:
+            self._previous = signal.signal(signal.SIGINT, self._on_signal)
 
     @property
     def ckpt_path(self) -> str:
@@ -75,7 +83,8 @@ class Interruption(Callback):
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.requested:  # a second Ctrl-C: give up waiting
             signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
-            raise KeyboardInterrupt
+            self.aborted = True
+            raise TrainingInterrupted("aborted by a second SIGINT")
         self.requested = self.requested or signum
 
     def _request(self) -> int:
@@ -87,10 +96,9 @@ class Interruption(Callback):
         return TrainingInterrupted("interrupted by SIGINT") if signum == signal.SIGINT else SIGTERMException()
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Take SIGINT over (main thread only); under DDP, let Lightning's per-batch broadcast carry the
-        flag of rank 0."""
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_signal)
+        """Take SIGINT over, if the sanity check did not; under DDP, let Lightning's per-batch broadcast
+        carry the flag of rank 0."""
+        self.on_sanity_check_start(trainer, pl_module)
         if trainer.world_size > 1:
             private.broadcast_stop_request(trainer, self._request, self._stop)
 
@@ -116,9 +124,19 @@ class Interruption(Callback):
         private.handle_sigterm(trainer, None)
         if not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
             return
+        epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
+        if self.aborted:
+            fix = (
+                f"{self.ckpt_path}, the last checkpoint saved before, resumes with the same command plus "
+                "--ckpt_path last"
+                if Path(self.ckpt_path).is_file()
+                else "no checkpoint of this run was saved before"
+            )
+            at = f"epoch {trainer.current_epoch + 1}{epochs} (step {trainer.global_step})"
+            exception.args = (f"aborted by a second SIGINT in {at}, without saving: {fix}",)
+            return
         trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # (the whole state: it resumes)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
-        epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
         message = (
             f"interrupted by {name} in epoch {trainer.current_epoch + 1}{epochs} (step "
             f"{trainer.global_step}); saved a resumable checkpoint, {self.ckpt_path}: resume with the same "

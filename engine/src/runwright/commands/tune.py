@@ -143,6 +143,11 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
 
     with _TuneCLI("lr_find", args, package) as cli, warnings.catch_warnings():  # bad --tune.* stop here
         warnings.filterwarnings("ignore", message=".*weights_only.*")  # the finder's temporary checkpoint
+        if not cli.model.automatic_optimization:  # (the finder reads the loss that training_step returns)
+            raise ConfigError(
+                f"lr_find: {type(cli.model).__name__} sets automatic_optimization = False; Lightning's LR "
+                "finder needs automatic optimization (training_step returning the loss)"
+            )
         lr_range = {key: value for key, value in vars(cli.config.tune).items() if key != "max_trials"}
         quiet = contextlib.nullcontext() if stdout_is_terminal() else lr_finder_without_progress_bar()
         try:
