@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 
@@ -48,6 +49,9 @@ def test_bad_arguments_are_named() -> None:
         ImageClassifier(num_classes=1)
     with pytest.raises(ValueError, match="arch='vgg'"):
         TorchvisionResNet(3, arch="vgg")
+    for channels in ([], [0], [32, -1]):
+        with pytest.raises(ValueError, match=re.escape(f"channels={channels}: give one width of at least 1")):
+            SimpleCNN(channels=channels)
 
 
 def test_predict_step_returns_class_probability_and_target() -> None:

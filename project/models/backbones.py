@@ -37,8 +37,8 @@ class SimpleCNN(nn.Module):
         batch_norm: bool = True,
     ) -> None:
         super().__init__()
-        if not channels:
-            raise ValueError("channels must name at least one block, e.g. [32, 64]")
+        if not channels or min(channels) < 1:
+            raise ValueError(f"channels={list(channels)}: give one width of at least 1 per block, e.g. [32]")
         layers: list[nn.Module] = []
         previous = in_channels
         for index, width in enumerate(channels):
