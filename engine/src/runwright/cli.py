@@ -279,7 +279,7 @@ class ProjectCLI(LightningCLI):
             parser.link_arguments(
                 f"data.{source.removesuffix('[0]')}", f"model.init_args.{target}", first, "instantiate"
             )
-        self.defaults = parser.get_defaults(skip_check=True)  # (the values no config or option gave)
+        self.defaults = parser.get_defaults(skip_validation=True)  # (the values no config or option gave)
         try:
             self.config_init = self.parser.instantiate(run_config)
             init = self._config(self.config_init)

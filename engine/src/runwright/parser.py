@@ -205,13 +205,23 @@ class Parser(RecordsUnrecognized):
     took."""
 
     reading: str | None = None
+    #: The defaults (:meth:`get_defaults`) once computed, and whether their validation was skipped.
+    _cached_defaults: tuple[Namespace, bool] | None = None
 
     def dump(self, cfg: Namespace, *args: Any, **kwargs: Any) -> str:
-        """jsonargparse's ``dump``, without validating again a config it parsed (``skip_check`` unless
-        given): LightningCLI dumps the parsed config for the hyperparameters of each class it builds, and
-        ``config.yaml`` is a dump too (each check cost about 0.1 CPU-s of a command)."""
-        kwargs.setdefault("skip_check", True)
+        """jsonargparse's ``dump``, without validating again a config it parsed (``skip_validation``
+        unless given): LightningCLI dumps the parsed config for the hyperparameters of each class it
+        builds, and ``config.yaml`` is a dump too (each check cost about 0.1 CPU-s of a command)."""
+        kwargs.setdefault("skip_validation", True)
         return super().dump(cfg, *args, **kwargs)
+
+    def get_defaults(self, skip_validation: bool = False, **kwargs: Any) -> Namespace:
+        """jsonargparse's defaults (the arguments' own, then the default config files), computed once
+        per parser and copied at each call: a subcommand's parse asks for them twice, the CLI once more
+        (each time loading every default config file and checking every class in it)."""
+        if self._cached_defaults is None or kwargs or (self._cached_defaults[1] and not skip_validation):
+            self._cached_defaults = (super().get_defaults(skip_validation, **kwargs), skip_validation)
+        return self._cached_defaults[0].clone()
 
     def validate(self, namespace: Namespace, *args: Any, **kwargs: Any) -> None:
         """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`."""

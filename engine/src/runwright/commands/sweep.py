@@ -261,7 +261,7 @@ class SweepCLI(ProjectCLI):
         fit = config.clone()
         for key in ["config", *(option.name for option in fields(SweepOptions))]:
             fit.pop(key, None)
-        self.fit_args = ["--config", self.parser.dump(fit, skip_none=False, skip_check=True)]
+        self.fit_args = ["--config", self.parser.dump(fit, skip_none=False, skip_validation=True)]
         self.name = config.study_name or Path(str((config.config or ["sweep"])[0])).stem
         sampler = build("sampler", config.sampler, optuna.samplers.BaseSampler)
         pruner = build("pruner", config.pruner, optuna.pruners.BasePruner) or optuna.pruners.NopPruner()
