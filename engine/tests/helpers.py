@@ -552,3 +552,36 @@ class IterableTrainData(LightningDataModule):
 
     def val_dataloader(self) -> DataLoader[Tensor]:
         return DataLoader(RandomDataset(32, 8), batch_size=8)
+
+
+class SignalInEvaluation(Callback):
+    """Send SIGINT (Ctrl-C) after the first batch of ``validate``, ``test`` or ``predict``."""
+
+    def _send(self, trainer: Trainer) -> None:
+        if not trainer.sanity_checking:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def on_validation_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        self._send(trainer)
+
+    def on_test_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        self._send(trainer)
+
+    def on_predict_batch_end(self, trainer: Trainer, *args: Any, **kwargs: Any) -> None:
+        self._send(trainer)
+
+
+class SignalDuringSave(Callback):
+    """Send SIGINT (a second Ctrl-C) while the checkpoint of an interruption is being written, as an
+    impatient user does while a large model's ``last.ckpt`` is saved."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
+        self.interrupted = True
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: Any) -> None:
+        if self.interrupted:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)  # (the rest of a slow save)

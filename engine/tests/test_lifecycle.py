@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -110,10 +112,33 @@ def test_a_run_being_trained_is_not_resumed_by_a_second_command(
         "--run_name <a new name>"
     )
     assert hashes(run) == before
-    os.close(other)
+    runs.unlock_run(other)
     code, out, err = run_main(["fit", *FAST, "--trainer.max_epochs=2", "--ckpt_path=last"], capsys)
     assert code == 0 and f"Run folder: {run}" in out, err
     assert epoch_of(run / "checkpoints" / "last.ckpt") == 1
+
+
+def test_a_forked_child_does_not_keep_its_parents_run_lock(tmp_path: Path) -> None:
+    """A DataLoader worker (a forked child) outliving its killed fit must not keep the run locked."""
+    folder = runs.lock_run(tmp_path)
+    assert folder is not None
+    started, ready = os.pipe()
+    child = os.fork()
+    if child == 0:  # (the worker: alive while the parent's lock is released)
+        os.write(ready, b"1")
+        time.sleep(5)
+        os._exit(0)
+    try:
+        os.read(started, 1)  # (the child runs: its fork hooks have run)
+        runs.unlock_run(folder)  # (what the kill of the parent does)
+        again = runs.lock_run(tmp_path)
+        assert again is not None
+        runs.unlock_run(again)
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(started)
+        os.close(ready)
 
 
 @pytest.mark.parametrize("command", ["validate", "test", "predict"])

@@ -439,3 +439,33 @@ def test_a_second_ctrl_c_aborts_without_saving_in_one_line(
     else:
         assert line.endswith("without saving: no checkpoint of this run was saved before"), line
         assert not (workdir / "logs" / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_while_the_interruption_checkpoint_is_saved_is_one_line(tmp_path: Path) -> None:
+    """Ctrl-C, then Ctrl-C again while ``last.ckpt`` is being written: one ``error:`` line, exit 130, no
+    traceback, and the ``last.ckpt`` of epoch 1 as it was (the save is aborted; its file is written
+    atomically)."""
+    args = [*INTERRUPTED, "--trainer.callbacks.epoch=1", "--trainer.callbacks.batch=1"]
+    result = run_module([*args, "--trainer.callbacks+=helpers.SignalDuringSave"], cwd=tmp_path, check=False)
+    last = tmp_path / "logs" / "run" / "checkpoints" / "last.ckpt"
+    assert result.returncode == 130 and "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: aborted by a second SIGINT in epoch 2/3 (step 6), without saving: {last}, the last "
+        "checkpoint saved before, resumes with the same command plus --ckpt_path last"
+    ]
+    assert torch.load(last, weights_only=True)["global_step"] == 4
+
+
+@pytest.mark.parametrize("command", ["validate", "test", "predict"])
+def test_ctrl_c_in_an_evaluation_stops_at_once_with_one_line_and_no_folder(
+    command: str, fitted: Callable[..., Path], workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fitted()
+    args = [command, *FAST, "--ckpt_path=best", "--trainer.callbacks+=helpers.SignalInEvaluation"]
+    code, _, err = run_main(args, capsys)
+    assert code == 130, err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: interrupted by SIGINT in {command}, which saves nothing"
+    ]
+    assert [run.name for run in run_dirs(workdir / "logs")] == ["trained"]

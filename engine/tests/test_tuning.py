@@ -109,6 +109,23 @@ def test_lr_find_refuses_manual_optimization_in_one_line_without_a_run_folder(
     assert not (workdir / "logs").exists() or not any((workdir / "logs").iterdir())
 
 
+def test_lr_find_given_a_checkpoint_says_it_trains_a_new_model_and_its_command_runs(
+    fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lr_find --ckpt_path <a run's last.ckpt>`` tunes a new model of the experiment's config and says
+    so; the ``Use it`` command it prints starts a new fit (it does not continue the run's optimizer)."""
+    last = fitted() / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    main(["lr_find", *QUICK, "--trainer.limit_train_batches=2", f"--ckpt_path={last}"])
+    out = capsys.readouterr().out
+    assert f"lr_find does not use --ckpt_path={last}: it trains a new model of the experiment's config" in out
+    (line,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
+    words = shlex.split(line.removeprefix("Use it: "))[3:]
+    assert words[0] == "fit" and not [word for word in words if "ckpt_path" in word]
+    assert yaml.safe_load(Path(words[-1]).read_text())["ckpt_path"] is None
+    project_cli([*words, "--trainer.max_epochs=1", "--trainer.limit_val_batches=1"])
+
+
 def test_scale_batch_size_rejects_a_start_larger_than_the_training_split(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -167,7 +167,7 @@ class ProjectCLI(LightningCLI):
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
         if self._lock is not None:
-            os.close(self._lock)
+            runs.unlock_run(self._lock)
             self._lock = None
         os.environ.clear()
         os.environ.update(self._environ)

@@ -156,11 +156,26 @@ def choose_run_dir(config: Namespace, subcommand: str) -> tuple[Path, bool]:
     return create_run_dir(config.logs_dir, subcommand, config.run_name), False
 
 
+#: The run folders this process holds locked (:func:`lock_run`), as descriptors.
+LOCKED: set[int] = set()
+
+
+def _unlock_in_child() -> None:
+    """A forked child (a DataLoader worker) holds none of its parent's run locks."""
+    while LOCKED:
+        os.close(LOCKED.pop())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_in_child)
+
+
 def lock_run(run_dir: Path) -> int | None:
     """Lock the folder ``run_dir`` for this process's fit of the run (``flock`` on the folder itself:
-    released when the process ends, however it ends, so a requeued job takes it again), on rank 0;
-    returns the descriptor to ``os.close`` to release it, or ``None`` on other ranks and where folders
-    cannot be locked (Windows; NFS, which locks only files open for writing).
+    released when the process ends, however it ends, so a requeued job takes it again; a forked child
+    such as a DataLoader worker does not keep it); returns the descriptor to give :func:`unlock_run`, or
+    ``None`` on other ranks and where folders cannot be locked (Windows; NFS, which locks only files
+    open for writing).
 
     Raises:
         RunExistsError: another process holds it (a fit of this run is still going).
@@ -182,7 +197,14 @@ def lock_run(run_dir: Path) -> int | None:
                 "--run_name <a new name>"
             ) from None
         return None
+    LOCKED.add(folder)
     return folder
+
+
+def unlock_run(folder: int) -> None:
+    """Release the lock of :func:`lock_run`."""
+    LOCKED.discard(folder)
+    os.close(folder)
 
 
 def best_checkpoint_of(last: Path) -> Path:

@@ -38,8 +38,10 @@ class Interruption(Callback):
 
     A signal during the sanity check stops at the first training batch in the same way. The command
     then says in one line where it stopped and how to resume (``--ckpt_path last``) and exits with 130
-    (SIGINT) or 143 (SIGTERM). A second Ctrl-C aborts at once, without saving (one line, exit code 130).
-    Any other exception (a failed health check) leaves the last saved checkpoint as it is.
+    (SIGINT) or 143 (SIGTERM). A second Ctrl-C aborts at once, without saving (also while the
+    checkpoint is being written, which then leaves the previous one whole): one line, exit code 130.
+    Ctrl-C in ``validate``, ``test`` or ``predict`` stops at once (one line, exit code 130; they save
+    nothing). Any other exception (a failed health check) leaves the last saved checkpoint as it is.
 
     Args:
         enabled: Leave signals to Python and Lightning (no checkpoint on SIGINT/SIGTERM; the CLI adds no
@@ -53,6 +55,8 @@ class Interruption(Callback):
         self.requested = 0
         #: Whether a second Ctrl-C aborted the run.
         self.aborted = False
+        #: The stage being run: ``fit``, ``validate``, ``test`` or ``predict``.
+        self.stage = "fit"
         self._previous: Any = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -62,7 +66,8 @@ class Interruption(Callback):
         self.dirpath = (last.dirpath if last is not None else None) or str(
             Path(trainer.default_root_dir) / "checkpoints"
         )
-        self.requested, self.aborted = 0, False
+        self.requested, self.aborted, self._previous = 0, False, None
+        self.stage = str(getattr(stage, "value", stage))  # (Lightning gives a TrainerFn)
         if stage == "fit":
             private.handle_sigterm(trainer, self._on_signal)
 
@@ -75,16 +80,18 @@ class Interruption(Callback):
         if threading.current_thread() is threading.main_thread() and self._previous is None:
             self._previous = signal.signal(signal.SIGINT, self._on_signal)
 
+    on_validation_start = on_test_start = on_predict_start = on_sanity_check_start
+
     @property
     def ckpt_path(self) -> str:
         """The checkpoint file written on SIGINT/SIGTERM."""
         return str(Path(self.dirpath) / "last.ckpt")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and self.requested:  # a second Ctrl-C: give up waiting
+        if signum == signal.SIGINT and (self.requested or self.stage != "fit"):  # stop at once
             signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
-            self.aborted = True
-            raise TrainingInterrupted("aborted by a second SIGINT")
+            self.aborted = bool(self.requested)  # (a second Ctrl-C: give up waiting)
+            raise TrainingInterrupted("interrupted by SIGINT")
         self.requested = self.requested or signum
 
     def _request(self) -> int:
@@ -118,29 +125,38 @@ class Interruption(Callback):
             raise self._stop(self.requested)
 
     def on_exception(self, trainer: Trainer, pl_module: LightningModule, exception: BaseException) -> None:
-        """On SIGINT/SIGTERM, save ``last.ckpt`` (atomically: the engine's checkpoint writer; on every
-        process at once, as Lightning saves) and say how to resume."""
-        self.on_train_end(trainer, pl_module)
+        """On SIGINT/SIGTERM in ``fit``, save ``last.ckpt`` (atomically: the engine's checkpoint writer;
+        on every process at once, as Lightning saves) and say how to resume; after a second Ctrl-C, or
+        one in an evaluation, say what happened."""
         private.handle_sigterm(trainer, None)
-        if not isinstance(exception, (TrainingInterrupted, SIGTERMException)):
+        if not isinstance(exception, (TrainingInterrupted, SIGTERMException)) or self.stage != "fit":
+            self.on_train_end(trainer, pl_module)
+            if isinstance(exception, TrainingInterrupted):
+                exception.args = (f"interrupted by SIGINT in {self.stage}, which saves nothing",)
             return
         epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
-        if self.aborted:
-            fix = (
-                f"{self.ckpt_path}, the last checkpoint saved before, resumes with the same command plus "
-                "--ckpt_path last"
-                if Path(self.ckpt_path).is_file()
-                else "no checkpoint of this run was saved before"
-            )
-            at = f"epoch {trainer.current_epoch + 1}{epochs} (step {trainer.global_step})"
-            exception.args = (f"aborted by a second SIGINT in {at}, without saving: {fix}",)
-            return
-        trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # (the whole state: it resumes)
+        at = f"epoch {trainer.current_epoch + 1}{epochs} (step {trainer.global_step})"
+        last = (
+            f"{self.ckpt_path}, the last checkpoint saved before, resumes with the same command plus "
+            "--ckpt_path last"
+            if Path(self.ckpt_path).is_file()
+            else "no checkpoint of this run was saved before"
+        )
+        aborted = f"aborted by a second SIGINT in {at}, without saving: {last}"
+        try:
+            if self.aborted:
+                exception.args = (aborted,)
+                return
+            trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # (the whole state: it resumes)
+        except TrainingInterrupted as abort:  # a second Ctrl-C while saving (the file is written atomically)
+            abort.args = (aborted,)
+            raise
+        finally:
+            self.on_train_end(trainer, pl_module)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
         message = (
-            f"interrupted by {name} in epoch {trainer.current_epoch + 1}{epochs} (step "
-            f"{trainer.global_step}); saved a resumable checkpoint, {self.ckpt_path}: resume with the same "
-            "command plus --ckpt_path last"
+            f"interrupted by {name} in {at}; saved a resumable checkpoint, {self.ckpt_path}: resume with the "
+            "same command plus --ckpt_path last"
         )
         if isinstance(exception, TrainingInterrupted):
             exception.args = (message,)  # the command's one error line

@@ -62,10 +62,17 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: most tries.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2); switch
-        the logger off, and for ``lr_find`` run exactly ``--tune.num_training`` training steps (no
-        validation, no epoch limit)."""
+        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2); say
+        that a ``ckpt_path`` (given, or in a run's config) is not used (a tuner trains a new model of the
+        experiment's config); switch the logger off, and for ``lr_find`` run exactly
+        ``--tune.num_training`` training steps (no validation, no epoch limit)."""
         super().parse_arguments(parser, args)
+        if (ckpt_path := self.config.get("ckpt_path")) is not None:
+            print(
+                f"{self.run_label} does not use --ckpt_path={ckpt_path}: it trains a new model of the "
+                "experiment's config (for a run's experiment, give --config logs/<run>/config.yaml)"
+            )
+            self.config.ckpt_path = None
         tune, trainer = self.config.tune, self.config.trainer
         if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
@@ -227,14 +234,15 @@ def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
 
 
 def _suggest(path: Path, config: dict[str, Any], args: list[str], package: str) -> Path:
-    """Write the suggestion ``config`` to ``path``; print the ``fit`` command that reruns the tuned
-    experiment with it: ``args`` (the tuner's own arguments, ``--config`` files and overrides in their
-    order) without ``--tune.*``, then ``--config path`` (last, so it wins)."""
-    write_atomically(path, yaml.safe_dump(config, sort_keys=False))
+    """Write the suggestion ``config`` to ``path`` (with ``ckpt_path: null``: the tuned experiment starts
+    afresh, also from a run's config that names a checkpoint); print the ``fit`` command that reruns the
+    tuned experiment with it: ``args`` (the tuner's own arguments, ``--config`` files and overrides in
+    their order) without ``--tune.*`` and ``--ckpt_path``, then ``--config path`` (last, so it wins)."""
+    write_atomically(path, yaml.safe_dump({**config, "ckpt_path": None}, sort_keys=False))
     kept: list[str] = []
     tokens = iter(args)
     for arg in tokens:
-        if not arg.startswith("--tune."):
+        if not arg.startswith(("--tune.", "--ckpt_path")):
             kept.append(arg)
         elif "=" not in arg:
             next(tokens, None)  # the option's value
