@@ -49,6 +49,9 @@ class _TuneCLI(ProjectCLI):
     manager (``ProjectCLI``'s): afterwards, and after a failed start, the environment is as before
     (``seed_everything``'s variables, the run folder's)."""
 
+    #: Whether the config's ``ckpt_path`` was set aside (a tuner trains a new model).
+    dropped_ckpt_path = False
+
     def __init__(self, command: str, args: list[str], package: str) -> None:
         self.run_label = command  # this instance's run folder suffix
         super().__init__(args=args, run=False, package=package, save_config_callback=_SaveFitConfig)
@@ -73,6 +76,7 @@ class _TuneCLI(ProjectCLI):
                 "experiment's config (for a run's experiment, give --config logs/<run>/config.yaml)"
             )
             self.config.ckpt_path = None
+        self.dropped_ckpt_path = ckpt_path is not None
         tune, trainer = self.config.tune, self.config.trainer
         if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
@@ -194,7 +198,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             )
             return found.lr, None
         config = {"model": {"init_args": {name: setting}}}
-        return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, package)
+        return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, cli)
 
 
 def write_steps(path: Path, lrs: np.ndarray, losses: np.ndarray) -> None:
@@ -230,15 +234,17 @@ def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
             reason = f"--tune.max_trials={requested} sizes were tried; raise it to search further"
         print(f"Batch size: {size} (doubled from {start}; stopped because {reason})")
         config = {"data": {"class_path": cli.config.data.class_path, "init_args": {"batch_size": size}}}
-        return size, _suggest(cli.run_dir / "suggested_batch_size.yaml", config, args, package)
+        return size, _suggest(cli.run_dir / "suggested_batch_size.yaml", config, args, cli)
 
 
-def _suggest(path: Path, config: dict[str, Any], args: list[str], package: str) -> Path:
-    """Write the suggestion ``config`` to ``path`` (with ``ckpt_path: null``: the tuned experiment starts
-    afresh, also from a run's config that names a checkpoint); print the ``fit`` command that reruns the
-    tuned experiment with it: ``args`` (the tuner's own arguments, ``--config`` files and overrides in
-    their order) without ``--tune.*`` and ``--ckpt_path``, then ``--config path`` (last, so it wins)."""
-    write_atomically(path, yaml.safe_dump({**config, "ckpt_path": None}, sort_keys=False))
+def _suggest(path: Path, config: dict[str, Any], args: list[str], cli: _TuneCLI) -> Path:
+    """Write the suggestion ``config`` to ``path`` (with ``ckpt_path: null`` when ``cli`` did not use
+    one: the tuned experiment starts afresh, also from a run's config that names a checkpoint); print
+    the ``fit`` command that reruns the tuned experiment with it: ``args`` (the tuner's own arguments,
+    ``--config`` files and overrides in their order) without ``--tune.*`` and ``--ckpt_path``, then
+    ``--config path`` (last, so it wins)."""
+    fresh = {"ckpt_path": None} if cli.dropped_ckpt_path else {}
+    write_atomically(path, yaml.safe_dump({**config, **fresh}, sort_keys=False))
     kept: list[str] = []
     tokens = iter(args)
     for arg in tokens:
@@ -246,7 +252,7 @@ def _suggest(path: Path, config: dict[str, Any], args: list[str], package: str) 
             kept.append(arg)
         elif "=" not in arg:
             next(tokens, None)  # the option's value
-    print(f"Use it: {shlex.join(['python', '-m', package, 'fit', *kept, '--config', str(path)])}")
+    print(f"Use it: {shlex.join(['python', '-m', cli.package, 'fit', *kept, '--config', str(path)])}")
     return path
 
 
