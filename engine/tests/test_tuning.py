@@ -5,10 +5,12 @@ terminal."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import shlex
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import matplotlib.image
@@ -18,7 +20,20 @@ import yaml
 from support import PACKAGE, PLAIN_DATA, PLAIN_MODEL, main, project_cli, rerun_suggestion
 
 from runwright.commands import tune
+from runwright.console import quiet_console
 from runwright.errors import ConfigError
+
+
+@contextlib.contextmanager
+def lightning_records(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Let ``caplog`` see what Lightning's loggers print to the console (they do not propagate)."""
+    logger = logging.getLogger("lightning.pytorch")
+    logger.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caplog.handler)
+
 
 QUICK = [
     "--tune.num_training=20",
@@ -37,7 +52,7 @@ def steps(run_dir: Path) -> np.ndarray:
 def test_lr_find_suggests_a_finite_lr_saves_the_plot_and_a_usable_config(
     workdir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, lightning_records(caplog):
         warnings.simplefilter("always")
         main(["lr_find", *QUICK])  # as `python -m project lr_find` runs it
     # LightningCLI's warning about args next to sys.argv (both are ours here) is not shown to users
@@ -47,7 +62,8 @@ def test_lr_find_suggests_a_finite_lr_saves_the_plot_and_a_usable_config(
     # captured output is not a terminal: no progress bar, no carriage returns
     assert "\r" not in out + captured.err and "it/s" not in out + captured.err
     # the finder's temporary checkpoint is not news: no "`weights_only` was not set", no "Restoring states"
-    assert "weights_only" not in out + captured.err and "Restor" not in out + captured.err
+    shown = out + captured.err + caplog.text
+    assert "weights_only" not in shown and "Restor" not in shown, shown
     (use,) = [line for line in out.splitlines() if line.startswith("Use it: ")]
     config = Path(shlex.split(use)[-1])
     run_dir = config.parent
@@ -207,12 +223,14 @@ def test_suggest_lr_warns_when_the_loss_never_falls() -> None:
 
 
 def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the_experiment(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
+    workdir: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    size, config = tune.scale_batch_size(QUICK[1:], PACKAGE)
+    with lightning_records(caplog), quiet_console():  # (as main runs it)
+        size, config = tune.scale_batch_size(QUICK[1:], PACKAGE)
     captured = capsys.readouterr()
     out = captured.out
     assert "\r" not in out + captured.err
+    assert "will continue with full run" not in caplog.text  # (Lightning's line: the engine says what ran)
     # 192 training images: 16, 32, 64, 128 fit; 256 would be larger than the split (Lightning tries it)
     assert size == 128, out
     assert "stopped because the next size (256) would exceed the training split of 192 samples" in out

@@ -14,7 +14,9 @@ from lightning.pytorch.utilities import rank_zero_only
 #: The names Lightning's packages go by: a module that imports ``pytorch_lightning`` or ``lightning_fabric``
 #: (as older code does) routes Lightning's messages to the loggers under that name.
 LIGHTNING_NAMES = {"lightning.pytorch": "pytorch_lightning", "lightning.fabric": "lightning_fabric"}
-#: Lightning's info messages (device lines, "Seed set", "`Trainer.fit` stopped", its tips): the loggers
+#: Lightning's info messages (device lines, "Seed set", "`Trainer.fit` stopped", its tips; the default
+#: of a checkpoint save's ``weights_only`` and the batch size finder's last line, which the tuners would
+#: print before their own): the loggers
 #: they come from, under every name of :data:`LIGHTNING_NAMES`, are set to WARNING while a command runs,
 #: so its warnings still show.
 INFO_LOGGERS = tuple(
@@ -24,6 +26,8 @@ INFO_LOGGERS = tuple(
         ("lightning.fabric", "utilities.rank_zero"),
         ("lightning.fabric", "utilities.seed"),
         ("lightning.pytorch", "trainer.connectors.signal_connector"),
+        ("lightning.pytorch", "trainer.connectors.checkpoint_connector"),
+        ("lightning.pytorch", "tuner.batch_size_scaling"),
     )
     for name in (package, LIGHTNING_NAMES[package])
 )
