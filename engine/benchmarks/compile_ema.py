@@ -51,13 +51,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchma
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
 
-import project  # noqa: E402
 
 from runwright.callbacks import CompileModel  # noqa: E402
 from runwright.checkpointing import BestCheckpoint  # noqa: E402
 from runwright.cli import ProjectCLI  # noqa: E402
 
-PACKAGE = project.__name__  # the package whose runs these are
+PACKAGE = "project"  # the template's package whose workloads these are (ProjectCLI imports it by name)
 
 EMA_PRESET = REPO_ROOT / "configs" / "callbacks" / "ema.yaml"
 QUIET = [
@@ -73,7 +72,7 @@ def workload_args(name: str, num_samples: int, smoke: bool) -> list[str]:
         return ["--data.batch_size=16"] if smoke else []
     if name == "cifar":
         return [
-            "--data=project.data.SyntheticDataModule",
+            f"--data={PACKAGE}.data.SyntheticDataModule",
             "--data.image_shape=[3,32,32]",
             f"--data.num_samples={64 if smoke else num_samples}",
             f"--data.batch_size={16 if smoke else 128}",

@@ -17,13 +17,12 @@ import datetime
 import time
 from typing import Any
 
-import project
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from runwright.cli import ProjectCLI
 
-PACKAGE = project.__name__  # the package whose runs these are
+PACKAGE = "project"  # the template's package whose workloads these are (ProjectCLI imports it by name)
 
 
 class Timer(Callback):
@@ -62,8 +61,8 @@ def run(extra: list[str], smoke: bool) -> tuple[ProjectCLI, Timer]:
     )
     accelerator = "cpu" if smoke else "gpu"
     args = [
-        "--data=project.data.SyntheticDataModule",
-        "--model.backbone=project.models.TorchvisionResNet",
+        f"--data={PACKAGE}.data.SyntheticDataModule",
+        f"--model.backbone={PACKAGE}.models.TorchvisionResNet",
         f"--trainer.accelerator={accelerator}",
         "--trainer.devices=1",
         "--trainer.limit_val_batches=2",

@@ -33,11 +33,10 @@ for path in (REPO_ROOT, Path(__file__).resolve().parent):
         sys.path.insert(0, str(path))
 
 import parity  # noqa: E402
-import project  # noqa: E402
 
 from runwright.cli import ProjectCLI  # noqa: E402
 
-PACKAGE = project.__name__  # the package whose runs these are
+PACKAGE = "project"  # the template's package whose workloads these are (ProjectCLI imports it by name)
 
 #: (label, precision, channels_last, compile, EMA)
 CONFIGS: list[tuple[str, str, bool, bool, bool]] = [
@@ -91,8 +90,8 @@ def run(
         else ["--data.num_samples=20000", "--data.batch_size=256", "--trainer.max_epochs=3"]
     )
     args = [
-        "--data=project.data.SyntheticDataModule",
-        "--model.backbone=project.models.TorchvisionResNet",
+        f"--data={PACKAGE}.data.SyntheticDataModule",
+        f"--model.backbone={PACKAGE}.models.TorchvisionResNet",
         "--model.backbone.arch=resnet18",
         "--model.backbone.small_input=true",
         f"--trainer.accelerator={'cpu' if smoke else 'gpu'}",
