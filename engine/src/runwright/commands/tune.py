@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import shlex
-import warnings
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +151,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
     """
     from .report import new_figure
 
-    with _TuneCLI("lr_find", args, package) as cli, warnings.catch_warnings():  # bad --tune.* stop here
-        warnings.filterwarnings("ignore", message=".*weights_only.*")  # the finder's temporary checkpoint
+    with _TuneCLI("lr_find", args, package) as cli:  # bad --tune.* stop here
         if not cli.model.automatic_optimization:  # (the finder reads the loss that training_step returns)
             raise ConfigError(
                 f"lr_find: {type(cli.model).__name__} sets automatic_optimization = False; Lightning's LR "
