@@ -140,14 +140,13 @@ class BestCheckpoint(RunCheckpoint):
         return super().check_monitor_top_k(trainer, current)
 
     def _log_best(self, trainer: Trainer, epoch_end: bool = False) -> None:
-        """Log the best score once after each step whose monitor value was scored."""
+        """Log the best score once after each step whose monitor value was scored (only one with a monitor
+        is scored)."""
         step = trainer.global_step
-        if self.best_key is None or self.best_model_score is None or self._scored_step != step:
-            return
-        if self._logged_step == step:
+        if self._scored_step != step or self._logged_step == step or self.best_model_score is None:
             return
         self._logged_step = step
-        private.log_metrics(trainer, {self.best_key: float(self.best_model_score)}, epoch_end)
+        private.log_metrics(trainer, {str(self.best_key): float(self.best_model_score)}, epoch_end)
 
     def check_monitor_logged(self, trainer: Trainer) -> None:
         """Raise :class:`~runwright.errors.ConfigError` naming ``--checkpoint.monitor``, the closest logged

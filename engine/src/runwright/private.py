@@ -49,11 +49,7 @@ PRIVATE_ATTRIBUTES = (
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
     ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
     ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
-    (
-        "optuna.storages._heartbeat",
-        "BaseHeartbeat",
-        "heartbeats for a journal file (only RDBStorage has them)",
-    ),
+    ("optuna.storages._heartbeat", "BaseHeartbeat", "heartbeats for a journal file (RDBStorage's only)"),
     ("BaseHeartbeat", "_get_stale_trial_ids", "the trials whose heartbeat is stale, which Optuna fails"),
     ("FrozenTrial", "_trial_id", "a trial's id in its storage, under which its heartbeat is recorded"),
 )
@@ -150,9 +146,7 @@ def save_unless_saved(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
 def align_logger_step(trainer: Trainer) -> None:
     """Set the loggers' step (the epoch loop's ``_batches_that_stepped``) to ``global_step``: some
     checkpoints saved at an epoch's end restore it one ahead (step ``k`` logged at ``k + 1``)."""
-    loop = trainer.fit_loop.epoch_loop
-    if loop._batches_that_stepped != trainer.global_step:
-        loop._batches_that_stepped = trainer.global_step
+    trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
 
 
 def log_metrics(trainer: Trainer, metrics: dict[str, float], epoch_end: bool = False) -> None:

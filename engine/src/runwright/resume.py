@@ -294,11 +294,8 @@ class EpochRandomSampler(DistributedSampler[int]):
         num_replicas: int | None = None,
         rank: int | None = None,
     ) -> None:
-        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if num_replicas is None:
-            num_replicas = torch.distributed.get_world_size() if distributed else 1
-        if rank is None:
-            rank = torch.distributed.get_rank() if distributed else 0
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            num_replicas, rank = num_replicas or 1, rank or 0  # (else DistributedSampler asks the group)
         super().__init__(data_source, num_replicas, rank, shuffle=True, seed=seed)  # type: ignore[arg-type]
         self.generator = torch.Generator()
         self.set_epoch(epoch)
@@ -319,15 +316,7 @@ class _ShardIterator(Iterator[int]):
 
     def __init__(self, sampler: EpochRandomSampler) -> None:
         self.sampler = sampler
-        self.generator_state = sampler.generator.get_state()
-        self.indices = self._draw()
-        self.yielded = 0
-
-    def _draw(self) -> list[int]:
-        sampler = self.sampler
-        order: list[int] = torch.randperm(len(sampler.dataset), generator=sampler.generator).tolist()  # type: ignore[arg-type]
-        padded = (order * -(-sampler.total_size // len(order)))[: sampler.total_size] if order else []
-        return padded[sampler.rank :: sampler.num_replicas]
+        self.load_state_dict({"yielded": 0, "generator": sampler.generator.get_state()})
 
     def __next__(self) -> int:
         if self.yielded >= len(self.indices):
@@ -340,10 +329,12 @@ class _ShardIterator(Iterator[int]):
         return {"yielded": self.yielded, "generator": self.generator_state}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Draw the epoch's permutation again from the saved generator state; continue after ``yielded``."""
-        self.generator_state = state_dict["generator"]
-        self.sampler.generator.set_state(self.generator_state)
-        self.indices = self._draw()
+        """Draw the epoch's permutation from the generator state ``generator``; continue after ``yielded``."""
+        self.generator_state, sampler = state_dict["generator"], self.sampler
+        sampler.generator.set_state(self.generator_state)
+        order: list[int] = torch.randperm(len(sampler.dataset), generator=sampler.generator).tolist()  # type: ignore[arg-type]
+        padded = (order * -(-sampler.total_size // len(order)))[: sampler.total_size] if order else []
+        self.indices = padded[sampler.rank :: sampler.num_replicas]
         self.yielded = state_dict["yielded"]
 
 
