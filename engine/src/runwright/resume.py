@@ -86,10 +86,7 @@ class ExactResume(Callback):
         self._warned = False
         self._resume_state: dict[str, Any] | None = None
         self._saved_schedulers: int | None = None
-        # the number of processes of the checkpoint being resumed, if it is of the middle of an epoch;
-        # whether it had another number of processes (its training-loader state then dropped)
-        self._saved_mid_epoch_world_size: int | None = None
-        self._other_world_size = False
+        self._other_world_size = False  # the checkpoint's (its training-loader state then dropped)
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
@@ -122,19 +119,28 @@ class ExactResume(Callback):
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        """Note how many LR schedulers and processes the checkpoint continues (checked in
-        :meth:`on_fit_start`), and give this process its own generator states and training-loader state
-        of a checkpoint of as many processes (the loader state of another number of processes is
-        dropped: it describes other shards)."""
+        """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`); refuse to
+        continue an epoch with another number of processes; give this process its own generator states and
+        training-loader state of a checkpoint of as many processes (the loader state of another number of
+        processes is dropped: it describes other shards)."""
         if "optimizer_states" not in checkpoint:  # weights for evaluation, not a resume of training
             return
         self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
         state = checkpoint.get("callbacks", {}).get(self.state_key) or {}
         saved = state.get("world_size")
-        if state.get("batch_size") is not None or state.get("mid_epoch"):
-            self._saved_mid_epoch_world_size = saved
-        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
         self._other_world_size = saved is not None and saved != trainer.world_size
+        if self._other_world_size and (state.get("batch_size") is not None or state.get("mid_epoch")):
+            saved_processes, now_processes = (
+                f"{n} process{'es' * (n != 1)}" for n in (saved, trainer.world_size)
+            )
+            raise ConfigError(
+                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
+                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
+                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
+                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
+                "epoch's end, or start a new run from its weights (--init_from)."
+            )
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
         if self._other_world_size:
             fit_loop.pop("combined_loader", None)
         elif (ranks := state.get("ranks")) is not None:
@@ -144,27 +150,14 @@ class ExactResume(Callback):
                 fit_loop["combined_loader"] = own["combined_loader"]
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored),
-        or that continues an epoch with another number of processes."""
+        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored)."""
         saved, self._saved_schedulers = self._saved_schedulers, None
-        processes, self._saved_mid_epoch_world_size = self._saved_mid_epoch_world_size, None
         now = len(trainer.lr_scheduler_configs)
         if saved is not None and trainer.ckpt_path is not None and saved != now:
             raise ConfigError(
                 f"--ckpt_path={trainer.ckpt_path}: the checkpoint continues {saved} LR scheduler(s), but the "
                 f"model now configures {now}; resuming would restart the schedule from step 0. Resume with "
                 "the run's own model.lr_scheduler, or start a new run from its weights (--init_from)."
-            )
-        if processes is not None and trainer.ckpt_path is not None and processes != trainer.world_size:
-            saved_processes, now_processes = (
-                f"{n} process{'es' * (n != 1)}" for n in (processes, trainer.world_size)
-            )
-            raise ConfigError(
-                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
-                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
-                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
-                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
-                "epoch's end, or start a new run from its weights (--init_from)."
             )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
