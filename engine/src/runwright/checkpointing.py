@@ -27,15 +27,9 @@ class RunCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose file is in ``dirpath`` itself: a ``/`` in the formatted name (a metric
     key such as ``val/acc`` in ``filename='{epoch}-{val/acc:.2f}'``) becomes ``_`` (``val_acc=0.25``)."""
 
-    def format_checkpoint_name(
-        self,
-        metrics: dict[str, torch.Tensor],
-        filename: str | None = None,
-        ver: int | None = None,
-        prefix: str | None = None,
-    ) -> str:
+    def format_checkpoint_name(self, metrics: dict[str, torch.Tensor], *args: Any, **kwargs: Any) -> str:
         """Lightning's name, ``/`` in its file name replaced by ``_``."""
-        path = super().format_checkpoint_name(metrics, filename, ver, prefix)
+        path = super().format_checkpoint_name(metrics, *args, **kwargs)
         folder = os.path.join(self.dirpath, "") if self.dirpath else ""
         return folder + path[len(folder) :].replace("/", "_")
 

@@ -5,10 +5,11 @@ public API gives what the engine promises (the reason is in the registry)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
+import traceback
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any, get_args
 
@@ -255,10 +256,7 @@ def instance_typed(error: BaseException, bases: tuple[type, ...]) -> type | None
 
 def _frames(error: BaseException) -> Iterator[tuple[str, dict[str, Any]]]:
     """The function name and the locals of each frame of ``error``'s traceback, outermost first."""
-    frame = error.__traceback__
-    while frame is not None:
-        yield frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
-        frame = frame.tb_next
+    return ((frame.f_code.co_name, frame.f_locals) for frame, _ in traceback.walk_tb(error.__traceback__))
 
 
 def _classes(hint: Any) -> tuple[type, ...]:
@@ -279,16 +277,13 @@ def cpp_compiler_problem() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def lr_finder_without_progress_bar() -> Iterator[None]:
+def lr_finder_without_progress_bar() -> AbstractContextManager[Any]:
     """``Tuner.lr_find`` without its tqdm bar (its callback always draws one), for output that is not a
-    terminal, where each redraw would be a line."""
-    bar = lr_finder.tqdm
-    lr_finder.tqdm = functools.partial(bar, disable=True)
-    try:
-        yield
-    finally:
-        lr_finder.tqdm = bar
+    terminal, where each redraw would be a line: a context manager (``unittest.mock.patch``, which puts
+    the bar back on leaving it)."""
+    from unittest import mock
+
+    return mock.patch.object(lr_finder, "tqdm", functools.partial(lr_finder.tqdm, disable=True))
 
 
 def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., None]) -> Any:
