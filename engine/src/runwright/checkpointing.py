@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
@@ -161,11 +161,8 @@ def validates(model: Any, data: Any, limit_val_batches: float | None) -> bool:
         base = LightningDataModule if issubclass(cls, LightningDataModule) else LightningModule
         return getattr(cls, name) is not getattr(base, name)
 
-    return (
-        overrides(model, "validation_step")
-        and overrides(data or model, "val_dataloader")
-        and limit_val_batches != 0
-    )
+    validation = overrides(model, "validation_step") and overrides(data or model, "val_dataloader")
+    return validation and limit_val_batches != 0
 
 
 def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: str) -> None:
@@ -203,10 +200,8 @@ class EarlyStoppingMonitorCheck(Callback):
 
     def _check(self, trainer: Trainer) -> None:
         self.checked = True
-        for callback in trainer.callbacks:  # type: ignore[attr-defined]
-            if not isinstance(callback, EarlyStopping) or not callback.strict:
-                continue
-            if str(callback.monitor).startswith("val"):
+        for callback in trainer.early_stopping_callbacks:
+            if callback.strict and str(callback.monitor).startswith("val"):
                 option = f"trainer.callbacks: EarlyStopping(monitor={callback.monitor})"
                 check_logged(trainer, option, callback.monitor, "EarlyStopping's mode", "remove it")
 

@@ -303,17 +303,12 @@ def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., Non
             self.set_trial_system_attr(trial_id, f"heartbeat:{trial_id}", time.time())
 
         def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-            limit = time.time() - 2 * heartbeat_interval
-            running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-            return [
-                trial._trial_id
-                for trial in running
-                if trial.system_attrs.get(
-                    f"heartbeat:{trial._trial_id}",
-                    trial.datetime_start.timestamp() if trial.datetime_start else time.time(),
-                )
-                < limit
-            ]
+            limit, stale = time.time() - 2 * heartbeat_interval, []
+            for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+                start = trial.datetime_start.timestamp() if trial.datetime_start else time.time()
+                if trial.system_attrs.get(f"heartbeat:{trial._trial_id}", start) < limit:
+                    stale.append(trial._trial_id)
+            return stale
 
         def get_heartbeat_interval(self) -> int:
             return heartbeat_interval

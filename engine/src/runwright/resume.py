@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader, rank_zero_warn
 from torch.utils.data import Dataset, DistributedSampler, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -183,8 +183,7 @@ class ExactResume(Callback):
             )
         # (Lightning warns of a mid-epoch resume without loader state only for a loader with a length)
         if state.get("mid_epoch") and trainer.num_training_batches == math.inf:
-            one = trainer.train_dataloader
-            loaders = one.values() if isinstance(one, dict) else one if isinstance(one, list) else [one]
+            loaders = CombinedLoader(trainer.train_dataloader).flattened
             if not all(hasattr(loader, "load_state_dict") for loader in loaders):
                 rank_zero_warn(
                     f"--ckpt_path={trainer.ckpt_path} is in the middle of epoch {trainer.current_epoch + 1}, "
@@ -374,12 +373,9 @@ def resumable_train_loader(
     sampler = EpochRandomSampler(dataset, seed, epoch)  # type: ignore[arg-type]
     if num_workers > 0:
         kwargs["worker_init_fn"] = functools.partial(worker_init, then=kwargs.get("worker_init_fn"))
+        dataset = WorkerRNGDataset(dataset)
     return StatefulDataLoader(
-        WorkerRNGDataset(dataset) if num_workers > 0 else dataset,
-        sampler=sampler,
-        generator=sampler.generator,
-        num_workers=num_workers,
-        **kwargs,
+        dataset, sampler=sampler, generator=sampler.generator, num_workers=num_workers, **kwargs
     )
 
 

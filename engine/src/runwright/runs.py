@@ -188,12 +188,10 @@ def lock_run(run_dir: Path) -> int | None:
     Raises:
         RunExistsError: another process holds it (a fit of this run is still going).
     """
-    try:
-        import fcntl
-    except ImportError:
+    if getattr(rank_zero_only, "rank", 0) > 0 or sys.platform == "win32":
         return None
-    if getattr(rank_zero_only, "rank", 0) > 0:
-        return None
+    import fcntl
+
     folder = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
