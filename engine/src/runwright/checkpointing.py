@@ -55,10 +55,8 @@ class BestCheckpoint(RunCheckpoint):
 
     #: The prefix of the logged key: ``best/<monitor>``.
     PREFIX = "best/"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._scored_step = self._logged_step = -1  # the global step last scored, and last logged
+    #: The global step last scored, and last logged (set on the instance).
+    _scored_step = _logged_step = -1
 
     @property
     def best_key(self) -> str | None:
@@ -195,8 +193,7 @@ class EarlyStoppingMonitorCheck(Callback):
 
     Must come before the ``EarlyStopping`` callbacks in ``trainer.callbacks`` (the CLI puts it first)."""
 
-    def __init__(self) -> None:
-        self.checked = False
+    checked = False  # (set on the instance once checked)
 
     def _check(self, trainer: Trainer) -> None:
         self.checked = True

@@ -397,9 +397,7 @@ def finish_wandb_run(is_global_zero: bool = True) -> None:
     offline run, print (on rank 0) the one ``wandb sync`` command that uploads it: every offline part of
     this W&B run (a continued run adds one per ``fit --ckpt_path``), oldest first, which ``wandb sync``
     uploads in that order as one run."""
-    wandb = sys.modules.get("wandb")
-    run = getattr(wandb, "run", None)
-    if run is None:
+    if (run := getattr(sys.modules.get("wandb"), "run", None)) is None:
         return
     offline, sync_dir, run_id = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None), run.id
     run.finish()
@@ -414,11 +412,8 @@ def discard_new_run(run_dir: Path, logs_dir_too: bool) -> None:
     written their first files before a setting was found bad), closing its W&B run silently, and the logs
     folder above it when ``logs_dir_too`` (the command created it) and it is left empty. Under DDP only
     rank 0 deletes."""
-    if (
-        getattr(rank_zero_only, "rank", 0) > 0
-        or not run_dir.is_dir()
-        or any(run_dir.glob("checkpoints/**/*.ckpt"))
-    ):
+    kept = any(run_dir.glob("checkpoints/**/*.ckpt"))  # (none in a folder that is gone)
+    if getattr(rank_zero_only, "rank", 0) > 0 or kept or not run_dir.is_dir():
         return
     finish_wandb_run(is_global_zero=False)
     shutil.rmtree(run_dir, ignore_errors=True)
