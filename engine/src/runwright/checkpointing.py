@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch import Callback, LightningDataModule, LightningModule, Trainer
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.utilities import rank_zero_only
 from torch import nn
@@ -27,15 +27,9 @@ class RunCheckpoint(ModelCheckpoint):
     """``ModelCheckpoint`` whose file is in ``dirpath`` itself: a ``/`` in the formatted name (a metric
     key such as ``val/acc`` in ``filename='{epoch}-{val/acc:.2f}'``) becomes ``_`` (``val_acc=0.25``)."""
 
-    def format_checkpoint_name(
-        self,
-        metrics: dict[str, torch.Tensor],
-        filename: str | None = None,
-        ver: int | None = None,
-        prefix: str | None = None,
-    ) -> str:
+    def format_checkpoint_name(self, metrics: dict[str, torch.Tensor], *args: Any, **kwargs: Any) -> str:
         """Lightning's name, ``/`` in its file name replaced by ``_``."""
-        path = super().format_checkpoint_name(metrics, filename, ver, prefix)
+        path = super().format_checkpoint_name(metrics, *args, **kwargs)
         folder = os.path.join(self.dirpath, "") if self.dirpath else ""
         return folder + path[len(folder) :].replace("/", "_")
 
@@ -61,10 +55,8 @@ class BestCheckpoint(RunCheckpoint):
 
     #: The prefix of the logged key: ``best/<monitor>``.
     PREFIX = "best/"
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._scored_step = self._logged_step = -1  # the global step last scored, and last logged
+    #: The global step last scored, and last logged (set on the instance).
+    _scored_step = _logged_step = -1
 
     @property
     def best_key(self) -> str | None:
@@ -140,14 +132,13 @@ class BestCheckpoint(RunCheckpoint):
         return super().check_monitor_top_k(trainer, current)
 
     def _log_best(self, trainer: Trainer, epoch_end: bool = False) -> None:
-        """Log the best score once after each step whose monitor value was scored."""
+        """Log the best score once after each step whose monitor value was scored (only one with a monitor
+        is scored)."""
         step = trainer.global_step
-        if self.best_key is None or self.best_model_score is None or self._scored_step != step:
-            return
-        if self._logged_step == step:
+        if self._scored_step != step or self._logged_step == step or self.best_model_score is None:
             return
         self._logged_step = step
-        private.log_metrics(trainer, {self.best_key: float(self.best_model_score)}, epoch_end)
+        private.log_metrics(trainer, {str(self.best_key): float(self.best_model_score)}, epoch_end)
 
     def check_monitor_logged(self, trainer: Trainer) -> None:
         """Raise :class:`~runwright.errors.ConfigError` naming ``--checkpoint.monitor``, the closest logged
@@ -168,11 +159,8 @@ def validates(model: Any, data: Any, limit_val_batches: float | None) -> bool:
         base = LightningDataModule if issubclass(cls, LightningDataModule) else LightningModule
         return getattr(cls, name) is not getattr(base, name)
 
-    return (
-        overrides(model, "validation_step")
-        and overrides(data or model, "val_dataloader")
-        and limit_val_batches != 0
-    )
+    validation = overrides(model, "validation_step") and overrides(data or model, "val_dataloader")
+    return validation and limit_val_batches != 0
 
 
 def check_logged(trainer: Trainer, option: str, monitor: str, mode: str, off: str) -> None:
@@ -205,15 +193,12 @@ class EarlyStoppingMonitorCheck(Callback):
 
     Must come before the ``EarlyStopping`` callbacks in ``trainer.callbacks`` (the CLI puts it first)."""
 
-    def __init__(self) -> None:
-        self.checked = False
+    checked = False  # (set on the instance once checked)
 
     def _check(self, trainer: Trainer) -> None:
         self.checked = True
-        for callback in trainer.callbacks:  # type: ignore[attr-defined]
-            if not isinstance(callback, EarlyStopping) or not callback.strict:
-                continue
-            if str(callback.monitor).startswith("val"):
+        for callback in trainer.early_stopping_callbacks:
+            if callback.strict and str(callback.monitor).startswith("val"):
                 option = f"trainer.callbacks: EarlyStopping(monitor={callback.monitor})"
                 check_logged(trainer, option, callback.monitor, "EarlyStopping's mode", "remove it")
 

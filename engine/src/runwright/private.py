@@ -5,10 +5,11 @@ public API gives what the engine promises (the reason is in the registry)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
+import traceback
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from types import FrameType
 from typing import Any, get_args
 
@@ -49,11 +50,7 @@ PRIVATE_ATTRIBUTES = (
     ("lightning.pytorch.tuner.lr_finder", "tqdm", "the LR finder's progress bar, which has no switch"),
     ("WeightAveraging", "_average_model", "the average, to use the trained weights until it exists"),
     ("torch._inductor.cpp_builder", "get_cpp_compiler", "inductor's C++ compiler, before a run compiles"),
-    (
-        "optuna.storages._heartbeat",
-        "BaseHeartbeat",
-        "heartbeats for a journal file (only RDBStorage has them)",
-    ),
+    ("optuna.storages._heartbeat", "BaseHeartbeat", "heartbeats for a journal file (RDBStorage's only)"),
     ("BaseHeartbeat", "_get_stale_trial_ids", "the trials whose heartbeat is stale, which Optuna fails"),
     ("FrozenTrial", "_trial_id", "a trial's id in its storage, under which its heartbeat is recorded"),
 )
@@ -150,9 +147,7 @@ def save_unless_saved(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
 def align_logger_step(trainer: Trainer) -> None:
     """Set the loggers' step (the epoch loop's ``_batches_that_stepped``) to ``global_step``: some
     checkpoints saved at an epoch's end restore it one ahead (step ``k`` logged at ``k + 1``)."""
-    loop = trainer.fit_loop.epoch_loop
-    if loop._batches_that_stepped != trainer.global_step:
-        loop._batches_that_stepped = trainer.global_step
+    trainer.fit_loop.epoch_loop._batches_that_stepped = trainer.global_step
 
 
 def log_metrics(trainer: Trainer, metrics: dict[str, float], epoch_end: bool = False) -> None:
@@ -261,10 +256,7 @@ def instance_typed(error: BaseException, bases: tuple[type, ...]) -> type | None
 
 def _frames(error: BaseException) -> Iterator[tuple[str, dict[str, Any]]]:
     """The function name and the locals of each frame of ``error``'s traceback, outermost first."""
-    frame = error.__traceback__
-    while frame is not None:
-        yield frame.tb_frame.f_code.co_name, frame.tb_frame.f_locals
-        frame = frame.tb_next
+    return ((frame.f_code.co_name, frame.f_locals) for frame, _ in traceback.walk_tb(error.__traceback__))
 
 
 def _classes(hint: Any) -> tuple[type, ...]:
@@ -285,16 +277,13 @@ def cpp_compiler_problem() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def lr_finder_without_progress_bar() -> Iterator[None]:
+def lr_finder_without_progress_bar() -> AbstractContextManager[Any]:
     """``Tuner.lr_find`` without its tqdm bar (its callback always draws one), for output that is not a
-    terminal, where each redraw would be a line."""
-    bar = lr_finder.tqdm
-    lr_finder.tqdm = functools.partial(bar, disable=True)
-    try:
-        yield
-    finally:
-        lr_finder.tqdm = bar
+    terminal, where each redraw would be a line: a context manager (``unittest.mock.patch``, which puts
+    the bar back on leaving it)."""
+    from unittest import mock
+
+    return mock.patch.object(lr_finder, "tqdm", functools.partial(lr_finder.tqdm, disable=True))
 
 
 def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., None]) -> Any:
@@ -314,17 +303,12 @@ def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., Non
             self.set_trial_system_attr(trial_id, f"heartbeat:{trial_id}", time.time())
 
         def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-            limit = time.time() - 2 * heartbeat_interval
-            running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-            return [
-                trial._trial_id
-                for trial in running
-                if trial.system_attrs.get(
-                    f"heartbeat:{trial._trial_id}",
-                    trial.datetime_start.timestamp() if trial.datetime_start else time.time(),
-                )
-                < limit
-            ]
+            limit, stale = time.time() - 2 * heartbeat_interval, []
+            for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+                start = trial.datetime_start.timestamp() if trial.datetime_start else time.time()
+                if trial.system_attrs.get(f"heartbeat:{trial._trial_id}", start) < limit:
+                    stale.append(trial._trial_id)
+            return stale
 
         def get_heartbeat_interval(self) -> int:
             return heartbeat_interval

@@ -29,7 +29,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
 
-from .runs import write_atomically
+from .runs import read_yaml, record_name, write_atomically
 
 #: File name of the record in a run folder; its key in a checkpoint and in the W&B run config.
 PROVENANCE_FILE, CHECKPOINT_KEY = "provenance.yaml", "provenance"
@@ -120,8 +120,7 @@ def write_provenance(folder: str | Path, facts: dict[str, Any], name: str = PROV
 
 def read_provenance(run_dir: str | Path) -> dict[str, Any] | None:
     """The ``provenance.yaml`` of ``run_dir`` as a dict, or ``None`` when it has none."""
-    path = Path(run_dir) / PROVENANCE_FILE
-    return yaml.safe_load(path.read_text()) if path.is_file() else None
+    return read_yaml(Path(run_dir) / PROVENANCE_FILE)
 
 
 def summary(facts: dict[str, Any]) -> str:
@@ -149,8 +148,7 @@ class Provenance(Callback):
         folder = Path(trainer.log_dir or trainer.default_root_dir)  # on every rank: log_dir broadcasts
         self.facts = collect(trainer, self.package)
         if trainer.is_global_zero:
-            n = len(list(folder.glob("provenance*.yaml")))  # a continued run keeps the first record
-            write_provenance(folder, self.facts, f"provenance.resume-{n}.yaml" if n else PROVENANCE_FILE)
+            write_provenance(folder, self.facts, record_name(folder, PROVENANCE_FILE))
             for logger in (logger for logger in trainer.loggers if isinstance(logger, WandbLogger)):
                 logger.experiment.config.update({CHECKPOINT_KEY: self.facts}, allow_val_change=True)
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from lightning.pytorch import Callback, LightningModule, Trainer
-from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities import CombinedLoader, rank_zero_warn
 from torch.utils.data import Dataset, DistributedSampler, get_worker_info
 from torchdata.stateful_dataloader import StatefulDataLoader
 
@@ -86,10 +86,7 @@ class ExactResume(Callback):
         self._warned = False
         self._resume_state: dict[str, Any] | None = None
         self._saved_schedulers: int | None = None
-        # the number of processes of the checkpoint being resumed, if it is of the middle of an epoch;
-        # whether it had another number of processes (its training-loader state then dropped)
-        self._saved_mid_epoch_world_size: int | None = None
-        self._other_world_size = False
+        self._other_world_size = False  # the checkpoint's (its training-loader state then dropped)
         # (epoch, is it the epoch's last batch) of the training batch in progress: a checkpoint saved
         # in its on_train_batch_end needs the fix in on_train_start
         self._batch: tuple[int, bool] = (0, False)
@@ -122,19 +119,28 @@ class ExactResume(Callback):
     def on_load_checkpoint(
         self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        """Note how many LR schedulers and processes the checkpoint continues (checked in
-        :meth:`on_fit_start`), and give this process its own generator states and training-loader state
-        of a checkpoint of as many processes (the loader state of another number of processes is
-        dropped: it describes other shards)."""
+        """Note how many LR schedulers the checkpoint continues (checked in :meth:`on_fit_start`); refuse to
+        continue an epoch with another number of processes; give this process its own generator states and
+        training-loader state of a checkpoint of as many processes (the loader state of another number of
+        processes is dropped: it describes other shards)."""
         if "optimizer_states" not in checkpoint:  # weights for evaluation, not a resume of training
             return
         self._saved_schedulers = len(checkpoint.get("lr_schedulers") or [])
         state = checkpoint.get("callbacks", {}).get(self.state_key) or {}
         saved = state.get("world_size")
-        if state.get("batch_size") is not None or state.get("mid_epoch"):
-            self._saved_mid_epoch_world_size = saved
-        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
         self._other_world_size = saved is not None and saved != trainer.world_size
+        if self._other_world_size and (state.get("batch_size") is not None or state.get("mid_epoch")):
+            saved_processes, now_processes = (
+                f"{n} process{'es' * (n != 1)}" for n in (saved, trainer.world_size)
+            )
+            raise ConfigError(
+                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
+                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
+                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
+                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
+                "epoch's end, or start a new run from its weights (--init_from)."
+            )
+        fit_loop = checkpoint.get("loops", {}).get("fit_loop", {}).get("state_dict", {})
         if self._other_world_size:
             fit_loop.pop("combined_loader", None)
         elif (ranks := state.get("ranks")) is not None:
@@ -144,27 +150,14 @@ class ExactResume(Callback):
                 fit_loop["combined_loader"] = own["combined_loader"]
 
     def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored),
-        or that continues an epoch with another number of processes."""
+        """Refuse a resume whose LR schedulers do not match the checkpoint's (before they are restored)."""
         saved, self._saved_schedulers = self._saved_schedulers, None
-        processes, self._saved_mid_epoch_world_size = self._saved_mid_epoch_world_size, None
         now = len(trainer.lr_scheduler_configs)
         if saved is not None and trainer.ckpt_path is not None and saved != now:
             raise ConfigError(
                 f"--ckpt_path={trainer.ckpt_path}: the checkpoint continues {saved} LR scheduler(s), but the "
                 f"model now configures {now}; resuming would restart the schedule from step 0. Resume with "
                 "the run's own model.lr_scheduler, or start a new run from its weights (--init_from)."
-            )
-        if processes is not None and trainer.ckpt_path is not None and processes != trainer.world_size:
-            saved_processes, now_processes = (
-                f"{n} process{'es' * (n != 1)}" for n in (processes, trainer.world_size)
-            )
-            raise ConfigError(
-                f"--ckpt_path={trainer.ckpt_path}: the checkpoint is in the middle of an epoch of "
-                f"{saved_processes}, each at its place in its own share of the data, but this fit runs "
-                f"{now_processes}; the epoch could not continue where it stopped. Resume with "
-                f"{saved_processes} (--trainer.devices, --trainer.num_nodes), or from a checkpoint of an "
-                "epoch's end, or start a new run from its weights (--init_from)."
             )
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -190,8 +183,7 @@ class ExactResume(Callback):
             )
         # (Lightning warns of a mid-epoch resume without loader state only for a loader with a length)
         if state.get("mid_epoch") and trainer.num_training_batches == math.inf:
-            one = trainer.train_dataloader
-            loaders = one.values() if isinstance(one, dict) else one if isinstance(one, list) else [one]
+            loaders = CombinedLoader(trainer.train_dataloader).flattened
             if not all(hasattr(loader, "load_state_dict") for loader in loaders):
                 rank_zero_warn(
                     f"--ckpt_path={trainer.ckpt_path} is in the middle of epoch {trainer.current_epoch + 1}, "
@@ -294,11 +286,8 @@ class EpochRandomSampler(DistributedSampler[int]):
         num_replicas: int | None = None,
         rank: int | None = None,
     ) -> None:
-        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if num_replicas is None:
-            num_replicas = torch.distributed.get_world_size() if distributed else 1
-        if rank is None:
-            rank = torch.distributed.get_rank() if distributed else 0
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            num_replicas, rank = num_replicas or 1, rank or 0  # (else DistributedSampler asks the group)
         super().__init__(data_source, num_replicas, rank, shuffle=True, seed=seed)  # type: ignore[arg-type]
         self.generator = torch.Generator()
         self.set_epoch(epoch)
@@ -319,15 +308,7 @@ class _ShardIterator(Iterator[int]):
 
     def __init__(self, sampler: EpochRandomSampler) -> None:
         self.sampler = sampler
-        self.generator_state = sampler.generator.get_state()
-        self.indices = self._draw()
-        self.yielded = 0
-
-    def _draw(self) -> list[int]:
-        sampler = self.sampler
-        order: list[int] = torch.randperm(len(sampler.dataset), generator=sampler.generator).tolist()  # type: ignore[arg-type]
-        padded = (order * -(-sampler.total_size // len(order)))[: sampler.total_size] if order else []
-        return padded[sampler.rank :: sampler.num_replicas]
+        self.load_state_dict({"yielded": 0, "generator": sampler.generator.get_state()})
 
     def __next__(self) -> int:
         if self.yielded >= len(self.indices):
@@ -340,10 +321,12 @@ class _ShardIterator(Iterator[int]):
         return {"yielded": self.yielded, "generator": self.generator_state}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Draw the epoch's permutation again from the saved generator state; continue after ``yielded``."""
-        self.generator_state = state_dict["generator"]
-        self.sampler.generator.set_state(self.generator_state)
-        self.indices = self._draw()
+        """Draw the epoch's permutation from the generator state ``generator``; continue after ``yielded``."""
+        self.generator_state, sampler = state_dict["generator"], self.sampler
+        sampler.generator.set_state(self.generator_state)
+        order: list[int] = torch.randperm(len(sampler.dataset), generator=sampler.generator).tolist()  # type: ignore[arg-type]
+        padded = (order * -(-sampler.total_size // len(order)))[: sampler.total_size] if order else []
+        self.indices = padded[sampler.rank :: sampler.num_replicas]
         self.yielded = state_dict["yielded"]
 
 
@@ -390,12 +373,9 @@ def resumable_train_loader(
     sampler = EpochRandomSampler(dataset, seed, epoch)  # type: ignore[arg-type]
     if num_workers > 0:
         kwargs["worker_init_fn"] = functools.partial(worker_init, then=kwargs.get("worker_init_fn"))
+        dataset = WorkerRNGDataset(dataset)
     return StatefulDataLoader(
-        WorkerRNGDataset(dataset) if num_workers > 0 else dataset,
-        sampler=sampler,
-        generator=sampler.generator,
-        num_workers=num_workers,
-        **kwargs,
+        dataset, sampler=sampler, generator=sampler.generator, num_workers=num_workers, **kwargs
     )
 
 

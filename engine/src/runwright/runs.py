@@ -83,30 +83,25 @@ def create_run_dir(logs_dir: str | Path, subcommand: str, run_name: str | None =
         "LOCAL_RANK" in os.environ or "SLURM_PROCID" in os.environ
     ):
         return Path(inherited)
-    root = Path(logs_dir).expanduser().resolve()
-    root.mkdir(parents=True, exist_ok=True)
-    torchrun = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-    job = f"torchrun-{torchrun}" if torchrun != "none" else None
-    slurm_job = None
-    if job is None and (slurm_job := slurm.job()) is not None:
-        job = slurm.default_run_name()
     if run_name and (Path(run_name).name != run_name or run_name in (".", "..")):
         raise RunExistsError(f"run_name={run_name!r}: must be a plain folder name (no '/' or '..')")
-    if slurm_job is not None:  # every task of the job makes the folder; the job owns it
-        (run_dir := root / (run_name or str(job))).mkdir(exist_ok=True)
-        slurm.claim(run_dir, slurm_job, named=bool(run_name))
-    elif run_name or job:
-        try:
-            (run_dir := root / (run_name or str(job))).mkdir(exist_ok=not run_name)
-        except FileExistsError:
-            raise RunExistsError(f"run_name={run_name!r}: {run_dir} exists; choose another name") from None
-    else:
+    root = Path(logs_dir).expanduser().resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    torchrun, slurm_job = os.environ.get("TORCHELASTIC_RUN_ID", "none"), slurm.job()
+    job = f"torchrun-{torchrun}" if torchrun != "none" else slurm_job and slurm.default_run_name()
+    if not (name := run_name or job):
         base = f"{datetime.now():%Y-%m-%d_%H-%M-%S}_{subcommand}"
         for attempt in itertools.count(1):
-            run_dir = root / (base if attempt == 1 else f"{base}_{attempt}")
             with contextlib.suppress(FileExistsError):
-                run_dir.mkdir()
+                (run_dir := root / (base if attempt == 1 else f"{base}_{attempt}")).mkdir()
                 break
+    else:
+        try:  # a job's folder may exist (every task of the job makes it, a requeue finds it)
+            (run_dir := root / name).mkdir(exist_ok=slurm_job is not None or not run_name)
+        except FileExistsError:
+            raise RunExistsError(f"run_name={run_name!r}: {run_dir} exists; choose another name") from None
+        if slurm_job is not None:  # the job owns it
+            slurm.claim(run_dir, slurm_job, named=bool(run_name))
     os.environ[RUN_DIR_ENV] = str(run_dir)
     return run_dir
 
@@ -133,6 +128,19 @@ def write_atomically(path: str | Path, write: Callable[[Path], object] | str) ->
     finally:
         temporary.unlink(missing_ok=True)
     return path
+
+
+def read_yaml(path: Path) -> Any:
+    """The data of the YAML file ``path``, or ``None`` when there is no such file."""
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+def record_name(folder: Path, name: str) -> str:
+    """The file name of a run's record (``config.yaml``, ``provenance.yaml``) in its run folder ``folder``:
+    ``name``, or in a continued run, which keeps the first, ``<stem>.resume-<n>.yaml`` (``n`` = 1, 2, ...)."""
+    stem = name.removesuffix(".yaml")
+    n = len(list(folder.glob(f"{stem}.*yaml")))
+    return f"{stem}.resume-{n}.yaml" if n else name
 
 
 def run_dir_of(ckpt_path: str | Path) -> Path | None:
@@ -180,12 +188,10 @@ def lock_run(run_dir: Path) -> int | None:
     Raises:
         RunExistsError: another process holds it (a fit of this run is still going).
     """
-    try:
-        import fcntl
-    except ImportError:
+    if getattr(rank_zero_only, "rank", 0) > 0 or sys.platform == "win32":
         return None
-    if getattr(rank_zero_only, "rank", 0) > 0:
-        return None
+    import fcntl
+
     folder = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -369,15 +375,9 @@ class SaveConfig(SaveConfigCallback):
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         """Pick a free file name, then save (Lightning) and call :meth:`save_config` on rank 0."""
-        self.folder = folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
-        for index in itertools.count(1):
-            if (
-                not trainer.is_global_zero
-                or self.already_saved
-                or not (folder / self.config_filename).exists()
-            ):
-                break
-            self.config_filename = f"config.resume-{index}.yaml"
+        self.folder = Path(trainer.log_dir or ".")  # broadcasts: every rank asks
+        if trainer.is_global_zero and not self.already_saved:
+            self.config_filename = record_name(self.folder, self.config_filename)
         self.config_filename = trainer.strategy.broadcast(self.config_filename)  # rank 0's choice
         super().setup(trainer, pl_module, stage)
 
@@ -387,10 +387,8 @@ class SaveConfig(SaveConfigCallback):
         Runs on rank 0 only, so it must not ask ``trainer.log_dir`` (a broadcast: the other ranks would
         never answer and DDP would hang); it uses the folder :meth:`setup` found.
         """
-        saved = self.folder / self.config_filename
         for logger in trainer.loggers:
-            if isinstance(logger, WandbLogger) and saved.is_file():
-                config = yaml.safe_load(saved.read_text())
+            if isinstance(logger, WandbLogger) and (config := read_yaml(self.folder / self.config_filename)):
                 logger.experiment.config.update({"config": config}, allow_val_change=True)
 
 
@@ -399,9 +397,7 @@ def finish_wandb_run(is_global_zero: bool = True) -> None:
     offline run, print (on rank 0) the one ``wandb sync`` command that uploads it: every offline part of
     this W&B run (a continued run adds one per ``fit --ckpt_path``), oldest first, which ``wandb sync``
     uploads in that order as one run."""
-    wandb = sys.modules.get("wandb")
-    run = getattr(wandb, "run", None)
-    if run is None:
+    if (run := getattr(sys.modules.get("wandb"), "run", None)) is None:
         return
     offline, sync_dir, run_id = bool(getattr(run, "offline", False)), getattr(run, "sync_dir", None), run.id
     run.finish()
@@ -416,11 +412,8 @@ def discard_new_run(run_dir: Path, logs_dir_too: bool) -> None:
     written their first files before a setting was found bad), closing its W&B run silently, and the logs
     folder above it when ``logs_dir_too`` (the command created it) and it is left empty. Under DDP only
     rank 0 deletes."""
-    if (
-        getattr(rank_zero_only, "rank", 0) > 0
-        or not run_dir.is_dir()
-        or any(run_dir.glob("checkpoints/**/*.ckpt"))
-    ):
+    kept = any(run_dir.glob("checkpoints/**/*.ckpt"))  # (none in a folder that is gone)
+    if getattr(rank_zero_only, "rank", 0) > 0 or kept or not run_dir.is_dir():
         return
     finish_wandb_run(is_global_zero=False)
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -442,7 +435,7 @@ def saved_run(
 
     A linked argument (:data:`DATA_LINKS`) that the model's class does not name, saved by an earlier
     engine, is left out with a warning (the class never took it)."""
-    recorded = yaml.safe_load((run_dir / "config.yaml").read_text()) or {} if run_dir is not None else {}
+    recorded = read_yaml(run_dir / "config.yaml") or {} if run_dir is not None else {}
     # (data is None in a run without a DataModule: its loaders are the model's)
     configs = {name: recorded[name] for name in ("model", "data", *groups) if name in recorded}
     for name, key in (("model", "hyper_parameters"), ("data", "datamodule_hyper_parameters")):

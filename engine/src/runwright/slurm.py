@@ -55,11 +55,8 @@ def claim(run_dir: Path, job_name: str, named: bool) -> None:
             run that no job owns; two jobs never write into one run folder.
     """
     owner = run_dir / OWNER_FILE
-    if (
-        not owner.is_file()
-        and named
-        and any(not p.name.startswith((OWNER_FILE, ".")) for p in run_dir.iterdir())
-    ):
+    earlier = [p for p in run_dir.iterdir() if not p.name.startswith((OWNER_FILE, "."))]  # (files of a run)
+    if named and earlier and not owner.is_file():
         raise RunExistsError(f"run_name={run_dir.name!r}: {run_dir} exists; choose another name")
     temporary = run_dir / f".{OWNER_FILE}.tmp-{os.getpid()}"
     try:
