@@ -6,6 +6,7 @@ Neither is required: the engine runs any LightningModule and LightningDataModule
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -209,21 +210,14 @@ def sized_in_steps(scheduler: Callable[..., Any]) -> bool:
     """Whether ``scheduler`` (a ``partial`` of an LR scheduler class, as the config's or one written in
     Python) leaves its ``total_steps`` argument null: given as ``None`` (the config's), or not given
     where the class's default is ``None`` (``partial(WarmupCosineLR, warmup_steps=0.1)``,
-    ``partial(OneCycleLR, max_lr=0.1)``)."""
+    ``partial(OneCycleLR, max_lr=0.1)``, unless it is sized by ``epochs`` and ``steps_per_epoch``).
+    Another callable may set it itself: ``False``."""
     keywords = getattr(scheduler, "keywords", None) or {}
-    if "total_steps" in keywords:
-        return keywords["total_steps"] is None
-    try:
-        parameters = list(inspect.signature(getattr(scheduler, "func", scheduler)).parameters.values())
-    except (TypeError, ValueError):  # a callable without a signature
-        return False
-    names = [parameter.name for parameter in parameters]
-    if "total_steps" not in names or not hasattr(scheduler, "func"):
-        return False  # only a partial says what it leaves out; another callable may set it itself
-    if keywords.get("epochs") is not None and keywords.get("steps_per_epoch") is not None:
-        return False  # OneCycleLR's other way to size it
-    given = 1 + len(getattr(scheduler, "args", ()))  # the optimizer, then the partial's positional values
-    return names.index("total_steps") >= given and parameters[names.index("total_steps")].default is None
+    if "total_steps" in keywords or not isinstance(scheduler, functools.partial):
+        return keywords.get("total_steps", False) is None
+    parameter = inspect.signature(scheduler).parameters.get("total_steps")  # (keywords as the defaults)
+    by_epochs = None not in map(keywords.get, ("epochs", "steps_per_epoch"))  # (OneCycleLR's other way)
+    return parameter is not None and parameter.default is None and not by_epochs
 
 
 class Transformed(Dataset[tuple[Tensor, Tensor]]):
@@ -278,6 +272,10 @@ def seeded_split(num_samples: int, fractions: Sequence[float], seed: int) -> lis
     sizes = [round(f * num_samples) for f in fractions]
     permutation = torch.randperm(num_samples, generator=torch.Generator().manual_seed(seed))
     return list(permutation.split([*sizes, num_samples - sum(sizes)]))
+
+
+#: The arguments of :class:`BaseDataModule` that its loaders take, as they are, from its attributes.
+LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 
 
 class BaseDataModule(LightningDataModule):
@@ -356,14 +354,7 @@ class BaseDataModule(LightningDataModule):
     def _loader(self, dataset: Dataset[Any] | None, split: str) -> DataLoader[Any]:
         if dataset is None:
             raise RuntimeError(f"the {split} split is not set up; call setup() for the right stage first")
-        settings: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-            "persistent_workers": self.persistent_workers,
-            "prefetch_factor": self.prefetch_factor,
-            "collate_fn": self.collate_fn,
-        }
+        settings = {name: getattr(self, name) for name in (*LOADER_ARGS, "collate_fn")}
         if split != "train":
             # a generator of its own: creating an evaluation iterator (which draws the worker seed) leaves
             # the global generators, and so the training run's randomness, untouched; workers that outlive
