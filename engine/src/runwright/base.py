@@ -6,6 +6,7 @@ Neither is required: the engine runs any LightningModule and LightningDataModule
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -68,10 +69,8 @@ class BaseModule(LightningModule):
         super().__init__()
         if lr_scheduler_interval not in ("step", "epoch"):
             raise ValueError(f"lr_scheduler_interval={lr_scheduler_interval!r}: must be 'step' or 'epoch'")
-        self.optimizer = optimizer
-        self.lr_scheduler = lr_scheduler
-        self.lr_scheduler_interval = lr_scheduler_interval
-        self.lr_scheduler_monitor = lr_scheduler_monitor
+        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
+        self.lr_scheduler_interval, self.lr_scheduler_monitor = lr_scheduler_interval, lr_scheduler_monitor
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
@@ -156,12 +155,9 @@ class BaseModule(LightningModule):
             f"which a checkpoint cannot hold; this one has the defaults. Pass them again: "
             f"{name}.load_from_checkpoint(path, {given}) or {name}({given})"
         )
-        try:
-            fitting = self.trainer.state.fn == "fit"
-        except RuntimeError:  # not attached to a Trainer: load_from_checkpoint
-            fitting = False
-        if fitting:
-            raise ConfigError(message)
+        with contextlib.suppress(RuntimeError):  # (not attached to a Trainer: load_from_checkpoint)
+            if self.trainer.state.fn == "fit":
+                raise ConfigError(message)
         warnings.warn(message, stacklevel=2)
 
     def setup(self, stage: str) -> None:
@@ -179,7 +175,7 @@ class BaseModule(LightningModule):
             ConfigError: the optimizer or scheduler rejects its arguments (e.g. a negative ``lr``, or
                 an endless run for a schedule sized in steps).
         """
-        sized = self.lr_scheduler is not None and sized_in_steps(self.lr_scheduler)
+        sized = sized_in_steps(self.lr_scheduler)
         steps = self.trainer.estimated_stepping_batches if sized else 1
         if not 1 <= steps < math.inf:
             trainer = self.trainer
@@ -199,14 +195,13 @@ class BaseModule(LightningModule):
                 f"model.optimizer / model.lr_scheduler: {error}. Fix the value in the config or on the "
                 "command line (e.g. --model.optimizer.init_args.lr=0.001)."
             ) from error
-        interval = "step" if sized else self.lr_scheduler_interval
+        plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # (it reads `monitor`)
+        interval = "step" if sized else "epoch" if plateau else self.lr_scheduler_interval
         config: LRSchedulerConfigType = {"scheduler": scheduler, "interval": interval}
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            config["monitor"], config["interval"] = self.lr_scheduler_monitor, "epoch"
-        return {"optimizer": optimizer, "lr_scheduler": config}
+        return {"optimizer": optimizer, "lr_scheduler": {**config, "monitor": self.lr_scheduler_monitor}}
 
 
-def sized_in_steps(scheduler: Callable[..., Any]) -> bool:
+def sized_in_steps(scheduler: Callable[..., Any] | None) -> bool:
     """Whether ``scheduler`` (a ``partial`` of an LR scheduler class, as the config's or one written in
     Python) leaves its ``total_steps`` argument null: given as ``None`` (the config's), or not given
     where the class's default is ``None`` (``partial(WarmupCosineLR, warmup_steps=0.1)``,
@@ -328,10 +323,8 @@ class BaseDataModule(LightningDataModule):
                 f"persistent_workers={persistent_workers}, prefetch_factor={prefetch_factor}"
             )
         self.batch_size = batch_size  # read by each loader: Lightning's batch size finder sets it
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
-        self.persistent_workers = persistent_workers
-        self.prefetch_factor = prefetch_factor
+        self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.persistent_workers, self.prefetch_factor = persistent_workers, prefetch_factor
         self.train_set: Dataset[Any] | None = None
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
@@ -399,5 +392,4 @@ class BaseDataModule(LightningDataModule):
                 print(f"predict_path: {count} input{'s' * (count != 1)} from {self.predict_path}", flush=True)
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
-        inputs = self.predict_inputs
-        return self._loader(inputs.dataset if inputs is not None else self.test_set, "predict")
+        return self._loader(self.predict_inputs.dataset if self.predict_inputs else self.test_set, "predict")
