@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from typing import Any, Literal
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -17,10 +18,8 @@ Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cu
 
 def raised_in(error: BaseException, *modules: str) -> bool:
     """Whether ``error`` is of, or was raised through the frames of, one of ``modules`` (or a submodule)."""
-    names, traceback = [type(error).__module__], error.__traceback__
-    while traceback is not None:
-        names.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
-        traceback = traceback.tb_next
+    frames = traceback.walk_tb(error.__traceback__)
+    names = [type(error).__module__, *(str(frame.f_globals.get("__name__", "")) for frame, _ in frames)]
     return any(name == module or name.startswith(f"{module}.") for name in names for module in modules)
 
 

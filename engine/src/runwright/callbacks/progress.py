@@ -64,10 +64,10 @@ class LineProgressBar(ProgressBar):
         best = next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, BestCheckpoint)), None)
         if epoch_end and best is not None and best.monitor in logged and best.best_key:
             # (this epoch is scored after this hook: the best so far, this epoch's value included)
-            score = best.best_model_score
-            scores = [logged[best.monitor], *([] if score is None else [float(score)])]
+            value, score = logged[best.monitor], best.best_model_score
+            scores = [value] if score is None else [value, float(score)]
             top = max(scores) if best.mode == "max" else min(scores)
-            shown = {**shown, best.monitor: logged[best.monitor], best.best_key: float(top)}
+            shown = {**shown, best.monitor: value, best.best_key: top}
         if not self.enabled:
             return
         metrics = "".join(f"  {key}={value:.4g}" for key, value in shown.items())
