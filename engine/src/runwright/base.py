@@ -6,6 +6,8 @@ Neither is required: the engine runs any LightningModule and LightningDataModule
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import math
 import os
@@ -67,10 +69,8 @@ class BaseModule(LightningModule):
         super().__init__()
         if lr_scheduler_interval not in ("step", "epoch"):
             raise ValueError(f"lr_scheduler_interval={lr_scheduler_interval!r}: must be 'step' or 'epoch'")
-        self.optimizer = optimizer
-        self.lr_scheduler = lr_scheduler
-        self.lr_scheduler_interval = lr_scheduler_interval
-        self.lr_scheduler_monitor = lr_scheduler_monitor
+        self.optimizer, self.lr_scheduler = optimizer, lr_scheduler
+        self.lr_scheduler_interval, self.lr_scheduler_monitor = lr_scheduler_interval, lr_scheduler_monitor
         self.train_metrics = metrics.clone(prefix="train/")
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
@@ -155,12 +155,9 @@ class BaseModule(LightningModule):
             f"which a checkpoint cannot hold; this one has the defaults. Pass them again: "
             f"{name}.load_from_checkpoint(path, {given}) or {name}({given})"
         )
-        try:
-            fitting = self.trainer.state.fn == "fit"
-        except RuntimeError:  # not attached to a Trainer: load_from_checkpoint
-            fitting = False
-        if fitting:
-            raise ConfigError(message)
+        with contextlib.suppress(RuntimeError):  # (not attached to a Trainer: load_from_checkpoint)
+            if self.trainer.state.fn == "fit":
+                raise ConfigError(message)
         warnings.warn(message, stacklevel=2)
 
     def setup(self, stage: str) -> None:
@@ -178,7 +175,7 @@ class BaseModule(LightningModule):
             ConfigError: the optimizer or scheduler rejects its arguments (e.g. a negative ``lr``, or
                 an endless run for a schedule sized in steps).
         """
-        sized = self.lr_scheduler is not None and sized_in_steps(self.lr_scheduler)
+        sized = sized_in_steps(self.lr_scheduler)
         steps = self.trainer.estimated_stepping_batches if sized else 1
         if not 1 <= steps < math.inf:
             trainer = self.trainer
@@ -198,32 +195,24 @@ class BaseModule(LightningModule):
                 f"model.optimizer / model.lr_scheduler: {error}. Fix the value in the config or on the "
                 "command line (e.g. --model.optimizer.init_args.lr=0.001)."
             ) from error
-        interval = "step" if sized else self.lr_scheduler_interval
+        plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # (it reads `monitor`)
+        interval = "step" if sized else "epoch" if plateau else self.lr_scheduler_interval
         config: LRSchedulerConfigType = {"scheduler": scheduler, "interval": interval}
-        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
-            config["monitor"], config["interval"] = self.lr_scheduler_monitor, "epoch"
-        return {"optimizer": optimizer, "lr_scheduler": config}
+        return {"optimizer": optimizer, "lr_scheduler": {**config, "monitor": self.lr_scheduler_monitor}}
 
 
-def sized_in_steps(scheduler: Callable[..., Any]) -> bool:
+def sized_in_steps(scheduler: Callable[..., Any] | None) -> bool:
     """Whether ``scheduler`` (a ``partial`` of an LR scheduler class, as the config's or one written in
     Python) leaves its ``total_steps`` argument null: given as ``None`` (the config's), or not given
     where the class's default is ``None`` (``partial(WarmupCosineLR, warmup_steps=0.1)``,
-    ``partial(OneCycleLR, max_lr=0.1)``)."""
+    ``partial(OneCycleLR, max_lr=0.1)``, unless it is sized by ``epochs`` and ``steps_per_epoch``).
+    Another callable may set it itself: ``False``."""
     keywords = getattr(scheduler, "keywords", None) or {}
-    if "total_steps" in keywords:
-        return keywords["total_steps"] is None
-    try:
-        parameters = list(inspect.signature(getattr(scheduler, "func", scheduler)).parameters.values())
-    except (TypeError, ValueError):  # a callable without a signature
-        return False
-    names = [parameter.name for parameter in parameters]
-    if "total_steps" not in names or not hasattr(scheduler, "func"):
-        return False  # only a partial says what it leaves out; another callable may set it itself
-    if keywords.get("epochs") is not None and keywords.get("steps_per_epoch") is not None:
-        return False  # OneCycleLR's other way to size it
-    given = 1 + len(getattr(scheduler, "args", ()))  # the optimizer, then the partial's positional values
-    return names.index("total_steps") >= given and parameters[names.index("total_steps")].default is None
+    if "total_steps" in keywords or not isinstance(scheduler, functools.partial):
+        return keywords.get("total_steps", False) is None
+    parameter = inspect.signature(scheduler).parameters.get("total_steps")  # (keywords as the defaults)
+    by_epochs = None not in map(keywords.get, ("epochs", "steps_per_epoch"))  # (OneCycleLR's other way)
+    return parameter is not None and parameter.default is None and not by_epochs
 
 
 class Transformed(Dataset[tuple[Tensor, Tensor]]):
@@ -280,6 +269,10 @@ def seeded_split(num_samples: int, fractions: Sequence[float], seed: int) -> lis
     return list(permutation.split([*sizes, num_samples - sum(sizes)]))
 
 
+#: The arguments of :class:`BaseDataModule` that its loaders take, as they are, from its attributes.
+LOADER_ARGS = ("batch_size", "num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
+
+
 class BaseDataModule(LightningDataModule):
     """DataLoader settings shared by the DataModules (PRACTICES.md row 7).
 
@@ -330,10 +323,8 @@ class BaseDataModule(LightningDataModule):
                 f"persistent_workers={persistent_workers}, prefetch_factor={prefetch_factor}"
             )
         self.batch_size = batch_size  # read by each loader: Lightning's batch size finder sets it
-        self.num_workers = num_workers
-        self.pin_memory = pin_memory
-        self.persistent_workers = persistent_workers
-        self.prefetch_factor = prefetch_factor
+        self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.persistent_workers, self.prefetch_factor = persistent_workers, prefetch_factor
         self.train_set: Dataset[Any] | None = None
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
@@ -356,14 +347,7 @@ class BaseDataModule(LightningDataModule):
     def _loader(self, dataset: Dataset[Any] | None, split: str) -> DataLoader[Any]:
         if dataset is None:
             raise RuntimeError(f"the {split} split is not set up; call setup() for the right stage first")
-        settings: dict[str, Any] = {
-            "batch_size": self.batch_size,
-            "num_workers": self.num_workers,
-            "pin_memory": self.pin_memory,
-            "persistent_workers": self.persistent_workers,
-            "prefetch_factor": self.prefetch_factor,
-            "collate_fn": self.collate_fn,
-        }
+        settings = {name: getattr(self, name) for name in (*LOADER_ARGS, "collate_fn")}
         if split != "train":
             # a generator of its own: creating an evaluation iterator (which draws the worker seed) leaves
             # the global generators, and so the training run's randomness, untouched; workers that outlive
@@ -408,5 +392,4 @@ class BaseDataModule(LightningDataModule):
                 print(f"predict_path: {count} input{'s' * (count != 1)} from {self.predict_path}", flush=True)
                 for file, reason in found.skipped:
                     print(f"Skipped {file}: {reason}", flush=True)
-        inputs = self.predict_inputs
-        return self._loader(inputs.dataset if inputs is not None else self.test_set, "predict")
+        return self._loader(self.predict_inputs.dataset if self.predict_inputs else self.test_set, "predict")

@@ -77,8 +77,7 @@ class WarmupCosineLR(LRScheduler):
                 raise ValueError(f"{name}={value}: must be in [0, 1]")
         self.total_steps = int(total_steps)
         self.warmup_steps = round(warmup_steps * total_steps) if fraction else int(warmup_steps)
-        self.warmup_start_factor = warmup_start_factor
-        self.min_lr_factor = min_lr_factor
+        self.warmup_start_factor, self.min_lr_factor = warmup_start_factor, min_lr_factor
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float | Tensor]:

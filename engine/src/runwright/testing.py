@@ -139,9 +139,8 @@ def trained_logs(tmp_path_factory: pytest.TempPathFactory, package: str) -> Path
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WANDB_MODE", "disabled")
         patch.chdir(logs.parent)
-        ProjectCLI(
-            args=["fit", *FAST, "--trainer.limit_train_batches=4", f"--logs_dir={logs}"], package=package
-        )
+        args = ["fit", *FAST, "--trainer.limit_train_batches=4", f"--logs_dir={logs}"]
+        ProjectCLI(args=args, package=package)
     return logs
 
 

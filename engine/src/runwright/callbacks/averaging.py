@@ -25,7 +25,8 @@ class AverageFromTrainedWeights(Callback):
     Must come before the averaging callbacks in ``trainer.callbacks`` (the CLI puts it first).
     """
 
-    def _copy_trained_weights(self, trainer: Trainer, pl_module: LightningModule) -> None:
+    def _copy_trained_weights(self, trainer: Trainer, pl_module: LightningModule, *_: Any) -> None:
+        """Copy the trained weights into every average not yet updated."""
         for callback in trainer.callbacks:  # type: ignore[attr-defined]
             average = average_model(callback) if isinstance(callback, WeightAveraging) else None
             if average is None or int(average.n_averaged) > 0:
@@ -36,13 +37,4 @@ class AverageFromTrainedWeights(Callback):
                 for target, source in zip(averaged, trained, strict=True):
                     target.copy_(source)
 
-    def on_validation_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._copy_trained_weights(trainer, pl_module)
-
-    def on_save_checkpoint(
-        self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]
-    ) -> None:
-        self._copy_trained_weights(trainer, pl_module)
-
-    def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        self._copy_trained_weights(trainer, pl_module)
+    on_validation_epoch_start = on_save_checkpoint = on_train_end = _copy_trained_weights  # type: ignore[assignment]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import traceback
 from typing import Any, Literal
 
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -17,10 +18,8 @@ Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cu
 
 def raised_in(error: BaseException, *modules: str) -> bool:
     """Whether ``error`` is of, or was raised through the frames of, one of ``modules`` (or a submodule)."""
-    names, traceback = [type(error).__module__], error.__traceback__
-    while traceback is not None:
-        names.append(str(traceback.tb_frame.f_globals.get("__name__", "")))
-        traceback = traceback.tb_next
+    frames = traceback.walk_tb(error.__traceback__)
+    names = [type(error).__module__, *(str(frame.f_globals.get("__name__", "")) for frame, _ in frames)]
     return any(name == module or name.startswith(f"{module}.") for name in names for module in modules)
 
 
@@ -68,8 +67,8 @@ class CompileModel(Callback):
         self.enabled, self.mode, self.dynamic, self.fullgraph = enabled, mode, dynamic, fullgraph
         self.backend = backend
         self.calls = 0  # calls of the module, counted by a forward pre-hook
-        self._first_step = 0.0
-        self.first_step_seconds = 0.0  # the first training step's wall-clock time (mostly compiling)
+        #: The first training step's wall-clock time (mostly compiling); while it runs, minus its start.
+        self.first_step_seconds = 0.0
         self._compiled: LightningModule | None = None
 
     def setup(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
@@ -103,15 +102,14 @@ class CompileModel(Callback):
 
     def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         """Time the first training step."""
-        if trainer.global_step == 0 and not self._first_step:
-            self._first_step = time.perf_counter()
+        if trainer.global_step == 0 and not self.first_step_seconds:
+            self.first_step_seconds = -time.perf_counter()
 
     def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: Any) -> None:
         """After the first training step: its time, or a warning that nothing of it ran compiled."""
-        if not self._first_step > 0:
+        if self.first_step_seconds >= 0:
             return
-        seconds, self._first_step = time.perf_counter() - self._first_step, -1.0
-        self.first_step_seconds = seconds
+        self.first_step_seconds += time.perf_counter()
         if not self.calls:
             rank_zero_warn(
                 f"--compile: {type(pl_module).__name__}'s steps did not call the module, so nothing ran "
@@ -119,7 +117,7 @@ class CompileModel(Callback):
             )
         elif trainer.is_global_zero:
             print(
-                f"compile: the first training step took {seconds:.1f} s, mostly compiling (backend "
-                f"{self.backend}, mode {self.mode or 'default'})",
+                f"compile: the first training step took {self.first_step_seconds:.1f} s, mostly compiling "
+                f"(backend {self.backend}, mode {self.mode or 'default'})",
                 flush=True,
             )

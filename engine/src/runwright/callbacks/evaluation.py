@@ -56,14 +56,11 @@ class DistributedEvaluation(Callback):
                 setattr(source, f"{split}_dataloader", wrapped)
 
     def _unrepeated(self, loader: DataLoader, trainer: Trainer, split: str) -> DataLoader:
+        if isinstance(loader.dataset, EveryNth) or isinstance(loader.sampler, DistributedSampler):
+            return loader  # (sharded already)
         settings = {name: getattr(loader, name) for name in LOADER_SETTINGS}
         if isinstance(loader.dataset, IterableDataset):
-            if isinstance(loader.dataset, EveryNth):
-                return loader
-            shard = EveryNth(loader.dataset, trainer.global_rank, trainer.world_size)
-            return type(loader)(shard, **settings)
-        if isinstance(loader.sampler, DistributedSampler):
-            return loader
+            return type(loader)(EveryNth(loader.dataset, trainer.global_rank, trainer.world_size), **settings)
         if (size := len(loader.dataset)) < trainer.world_size:  # type: ignore[arg-type]
             raise ConfigError(
                 f"the {split} split has {size} sample(s), fewer than the {trainer.world_size} processes, so a"
@@ -71,10 +68,8 @@ class DistributedEvaluation(Callback):
             )
         if size % trainer.world_size:
             self.uneven[split] = size
-        shuffle = isinstance(loader.sampler, RandomSampler)
-        sampler = UnrepeatedDistributedSampler(
-            loader.dataset, shuffle=shuffle, **(trainer.distributed_sampler_kwargs or {})
-        )
+        shuffle, kwargs = isinstance(loader.sampler, RandomSampler), trainer.distributed_sampler_kwargs or {}
+        sampler = UnrepeatedDistributedSampler(loader.dataset, shuffle=shuffle, **kwargs)
         return type(loader)(loader.dataset, sampler=sampler, **settings)
 
     def on_validation_batch_end(

@@ -50,7 +50,8 @@ class Interruption(Callback):
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.dirpath: str | Path = "checkpoints"
+        #: The checkpoint file written on SIGINT/SIGTERM (set at ``setup``).
+        self.ckpt_path = str(Path("checkpoints", "last.ckpt"))
         #: The signal whose stop is pending (0: none).
         self.requested = 0
         #: Whether a second Ctrl-C aborted the run.
@@ -63,9 +64,8 @@ class Interruption(Callback):
         """Save into the folder of the run's ``last.ckpt`` (never one of a user's ``ModelCheckpoint``);
         in ``fit``, make SIGTERM set the flag (before Lightning registers its handlers)."""
         last = next((cb for cb in trainer.callbacks if isinstance(cb, LastCheckpoint)), None)  # type: ignore[attr-defined]
-        self.dirpath = (last.dirpath if last is not None else None) or str(
-            Path(trainer.default_root_dir) / "checkpoints"
-        )
+        folder = getattr(last, "dirpath", None) or Path(trainer.default_root_dir, "checkpoints")
+        self.ckpt_path = str(Path(folder, "last.ckpt"))
         self.requested, self.aborted, self._previous = 0, False, None
         self.stage = str(getattr(stage, "value", stage))  # (Lightning gives a TrainerFn)
         if stage == "fit":
@@ -82,20 +82,12 @@ class Interruption(Callback):
 
     on_validation_start = on_test_start = on_predict_start = on_sanity_check_start
 
-    @property
-    def ckpt_path(self) -> str:
-        """The checkpoint file written on SIGINT/SIGTERM."""
-        return str(Path(self.dirpath) / "last.ckpt")
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and (self.requested or self.stage != "fit"):  # stop at once
             signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)
             self.aborted = bool(self.requested)  # (a second Ctrl-C: give up waiting)
             raise TrainingInterrupted("interrupted by SIGINT")
         self.requested = self.requested or signum
-
-    def _request(self) -> int:
-        return self.requested
 
     @staticmethod
     def _stop(signum: int) -> BaseException:
@@ -107,7 +99,7 @@ class Interruption(Callback):
         carry the flag of rank 0."""
         self.on_sanity_check_start(trainer, pl_module)
         if trainer.world_size > 1:
-            private.broadcast_stop_request(trainer, self._request, self._stop)
+            private.broadcast_stop_request(trainer, lambda: self.requested, self._stop)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Give SIGINT and Lightning's broadcast back."""
@@ -136,28 +128,21 @@ class Interruption(Callback):
             return
         epochs = f"/{trainer.max_epochs}" if (trainer.max_epochs or 0) > 0 else ""
         at = f"epoch {trainer.current_epoch + 1}{epochs} (step {trainer.global_step})"
-        last = (
-            f"{self.ckpt_path}, the last checkpoint saved before, resumes with the same command plus "
-            "--ckpt_path last"
-            if Path(self.ckpt_path).is_file()
-            else "no checkpoint of this run was saved before"
-        )
+        resume, last = "the same command plus --ckpt_path last", "no checkpoint of this run was saved before"
+        if Path(self.ckpt_path).is_file():
+            last = f"{self.ckpt_path}, the last checkpoint saved before, resumes with {resume}"
         aborted = f"aborted by a second SIGINT in {at}, without saving: {last}"
         try:
-            if self.aborted:
-                exception.args = (aborted,)
-                return
-            trainer.save_checkpoint(self.ckpt_path, weights_only=False)  # (the whole state: it resumes)
+            if not self.aborted:  # (the whole state: it resumes)
+                trainer.save_checkpoint(self.ckpt_path, weights_only=False)
         except TrainingInterrupted as abort:  # a second Ctrl-C while saving (the file is written atomically)
             abort.args = (aborted,)
             raise
         finally:
             self.on_train_end(trainer, pl_module)
         name = "SIGTERM" if isinstance(exception, SIGTERMException) else "SIGINT"
-        message = (
-            f"interrupted by {name} in {at}; saved a resumable checkpoint, {self.ckpt_path}: resume with the "
-            "same command plus --ckpt_path last"
-        )
+        saved = f"interrupted by {name} in {at}; saved a resumable checkpoint, {self.ckpt_path}"
+        message = aborted if self.aborted else f"{saved}: resume with {resume}"
         if isinstance(exception, TrainingInterrupted):
             exception.args = (message,)  # the command's one error line
         elif trainer.is_global_zero:  # (SIGTERM ends the command without an error line of its own)

@@ -79,11 +79,8 @@ class MemoryMonitor(Callback):
                 f"{message} (a loss in a list?) keeps its graph; store .item()", category=MemoryGrowthWarning
             )
             self.epoch_end_mib.clear()
-        largest = {
-            key: float(trainer.strategy.reduce(torch.tensor(value, device=device), reduce_op="max"))
-            for key, value in stats.items()
-        }
-        private.log_metrics(trainer, largest, epoch_end=True)
+        largest = trainer.strategy.reduce(torch.tensor(list(stats.values()), device=device), reduce_op="max")
+        private.log_metrics(trainer, dict(zip(stats, largest.tolist(), strict=True)), epoch_end=True)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
 

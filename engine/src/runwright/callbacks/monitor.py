@@ -55,13 +55,11 @@ class TrainingMonitor(Callback):
         """Log the gradient norm and LR of the step that Lightning writes to the loggers."""
         every = self.log_every_n_steps
         every = getattr(trainer, "log_every_n_steps", 50) if every is None else every  # (set by Lightning)
-        due = every > 0 and (trainer.global_step + 1) % every == 0
-        if not (due and trainer.is_global_zero):
+        if not (every > 0 and (trainer.global_step + 1) % every == 0 and trainer.is_global_zero):
             return
-        metrics = {}
-        if trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]:
-            for index, group in enumerate(optimizer.param_groups):
-                metrics[f"train/lr_pg{index}" if index else "train/lr"] = float(group["lr"])
+        scheduled = trainer.lr_scheduler_configs and optimizer is trainer.optimizers[0]
+        groups = enumerate(optimizer.param_groups if scheduled else [])
+        metrics = {f"train/lr_pg{i}" if i else "train/lr": float(group["lr"]) for i, group in groups}
         if grads := [p.grad for p in pl_module.parameters() if p.grad is not None]:
             metrics["train/grad_norm"] = float(torch.nn.utils.get_total_norm(grads))
         private.log_metrics(trainer, metrics)
@@ -89,14 +87,15 @@ class TrainingMonitor(Callback):
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Log the epoch's time and throughput."""
-        if self._epoch_start is not None:
-            if pl_module.device.type == "cuda":
-                torch.cuda.synchronize(pl_module.device)
-            reduce, device = trainer.strategy.reduce, pl_module.device
-            seconds = torch.tensor(time.perf_counter() - self._epoch_start, device=device)
-            seconds = reduce(seconds, reduce_op="max")
-            samples = reduce(torch.tensor(float(self._samples), device=device), reduce_op="sum")
-            metrics = {"train/epoch_time_sec": float(seconds)}
-            if samples.item():
-                metrics["train/samples_per_sec"] = float(samples / seconds)
-            private.log_metrics(trainer, metrics, epoch_end=True)
+        if self._epoch_start is None:
+            return
+        if (device := pl_module.device).type == "cuda":
+            torch.cuda.synchronize(device)
+        reduce = trainer.strategy.reduce
+        elapsed = torch.tensor(time.perf_counter() - self._epoch_start, device=device)
+        seconds = reduce(elapsed, reduce_op="max")
+        samples = reduce(torch.tensor(float(self._samples), device=device), reduce_op="sum")
+        metrics = {"train/epoch_time_sec": float(seconds)}
+        if samples.item():
+            metrics["train/samples_per_sec"] = float(samples / seconds)
+        private.log_metrics(trainer, metrics, epoch_end=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -57,39 +58,27 @@ class CSVPredictionWriter(BasePredictionWriter):
         several = len(trainer.num_predict_batches) > 1  # (Lightning nests them per loader then)
         inputs = getattr(getattr(trainer, "datamodule", None), "predict_inputs", None)
         rows: list[dict[str, Any]] = []
+        ranks = trainer.world_size
         for loader, outputs in enumerate(predictions if several else [predictions]):
-            indices = (batch_indices[loader] if several else batch_indices[0]) if batch_indices else []
-            loader_rows = [row for batch in outputs for row in sample_rows(batch)]
+            samples = [row for batch in outputs for row in sample_rows(batch)]
             # an IterableDataset has no indices: its order (sharded by sample under DDP: every world_size-th)
-            count, rank = len(loader_rows), trainer.global_rank
-            index = [i for batch in indices for i in batch] or range(
-                rank, count * trainer.world_size, trainer.world_size
-            )
-            for position, row in zip(index, loader_rows, strict=True):
-                named = {"input": inputs.names[position]} if inputs else {}
-                rows.append(
-                    {
-                        **({"dataloader_idx": loader} if several else {}),
-                        "index": int(position),
-                        **named,
-                        **row,
-                    }
-                )
-        if trainer.world_size > 1:  # each process predicted its share: rank 0 writes them all, in order
-            gathered: list[Any] = [None] * trainer.world_size
+            indices = [i for batch in batch_indices[loader] for i in batch] if batch_indices else []
+            positions = indices or range(trainer.global_rank, len(samples) * ranks, ranks)
+            head = {"dataloader_idx": loader} if several else {}
+            for index, row in zip(positions, samples, strict=True):
+                named = {"input": inputs.names[index]} if inputs else {}
+                rows.append({**head, "index": int(index), **named, **row})
+        if ranks > 1:  # each process predicted its share: rank 0 writes them all, in order
+            gathered: list[Any] = [None] * ranks
             torch.distributed.all_gather_object(gathered, rows)
-            rows = sorted(
-                (row for part in gathered for row in part),
-                key=lambda r: (r.get("dataloader_idx", 0), r["index"]),
-            )
+            rows = sorted(itertools.chain(*gathered), key=lambda r: (r.get("dataloader_idx", 0), r["index"]))
         # on every process: trainer.log_dir is a broadcast under DDP
         folder = Path(self.output_dir or trainer.log_dir or trainer.default_root_dir)
         if trainer.is_global_zero:
             header = list(dict.fromkeys(key for row in rows for key in row))
             folder.mkdir(parents=True, exist_ok=True)
-            path = write_csv(
-                folder / self.filename, [header, *([row.get(k, "") for k in header] for row in rows)]
-            )
+            table = [header, *([row.get(key, "") for key in header] for row in rows)]
+            path = write_csv(folder / self.filename, table)
             print(f"Predictions ({len(rows)} row{'s' * (len(rows) != 1)}) written to {path}")
             if skipped := inputs.skipped if inputs else []:
                 path = write_csv(folder / "skipped.csv", [("input", "reason"), *skipped])

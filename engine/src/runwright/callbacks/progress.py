@@ -61,17 +61,16 @@ class LineProgressBar(ProgressBar):
         if not epoch_end:  # (a batch line: training's values, not the last validation's)
             self._training_keys |= set(shown) if not self._validated else set()
             shown = {k: v for k, v in shown.items() if k in self._training_keys}
-        callbacks = trainer.checkpoint_callbacks
-        best = next((cb for cb in callbacks if isinstance(cb, BestCheckpoint)), None)
+        best = next((cb for cb in trainer.checkpoint_callbacks if isinstance(cb, BestCheckpoint)), None)
         if epoch_end and best is not None and best.monitor in logged and best.best_key:
             # (this epoch is scored after this hook: the best so far, this epoch's value included)
-            score = best.best_model_score
-            scores = [logged[best.monitor], *([] if score is None else [float(score)])]
+            value, score = logged[best.monitor], best.best_model_score
+            scores = [value] if score is None else [value, float(score)]
             top = max(scores) if best.mode == "max" else min(scores)
-            shown = {**shown, best.monitor: logged[best.monitor], best.best_key: float(top)}
+            shown = {**shown, best.monitor: value, best.best_key: top}
         if not self.enabled:
             return
-        metrics = "".join(f"  {key}={float(value):.4g}" for key, value in shown.items())
+        metrics = "".join(f"  {key}={value:.4g}" for key, value in shown.items())
         elapsed = f"{time.perf_counter() - self._start:.1f} s"
         print(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}{what}{metrics}  {elapsed}", flush=True)
 
@@ -117,14 +116,12 @@ def console_callbacks(trainer_config: dict[str, Any], callbacks: list[Callback])
     ``LineProgressBar()`` is added, and the plain summary.
     """
     terminal = stdout_is_terminal()
-    if not terminal:
-        redrawn = (TQDMProgressBar, RichProgressBar)
-        callbacks = [LineProgressBar(int(c.refresh_rate)) if isinstance(c, redrawn) else c for c in callbacks]
-    extra = list[Callback]()
+    redrawn = () if terminal else (TQDMProgressBar, RichProgressBar)
+    callbacks = [LineProgressBar(int(c.refresh_rate)) if isinstance(c, redrawn) else c for c in callbacks]
     bar = trainer_config.get("enable_progress_bar") is not False and not terminal
     if bar and not any(isinstance(cb, ProgressBar) for cb in callbacks):
-        extra.append(LineProgressBar())
+        callbacks.append(LineProgressBar())
     summary = trainer_config.get("enable_model_summary") is not False
     if summary and not any(isinstance(cb, ModelSummary) for cb in callbacks):
-        extra.append((RichSummary if terminal else PlainModelSummary)(max_depth=3))
-    return [*callbacks, *extra]
+        callbacks.append((RichSummary if terminal else PlainModelSummary)(max_depth=3))
+    return callbacks
