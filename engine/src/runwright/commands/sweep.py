@@ -6,7 +6,6 @@ option of all trials. Rank 0 of a DDP trial hands it to the ranks Lightning star
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -225,10 +224,8 @@ class SweepCLI(ProjectCLI):
             except (KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"search_space[{key!r}]: {type(error).__name__}: {error}") from None
             self.space[key] = options[key.replace(".init_args", "")], distribution
-        model, data = (
-            class_of(config.model.class_path),
-            config.get("data") and class_of(config.data.class_path),
-        )
+        model = class_of(config.model.class_path)
+        data = config.get("data") and class_of(config.data.class_path)
         if config.objective.metric is None and config.checkpoint.monitor is None:
             raise ConfigError(
                 "objective.metric: none given, and --checkpoint.monitor=null gives the trials no best score; "
@@ -252,12 +249,8 @@ class SweepCLI(ProjectCLI):
         pruner = build("pruner", config.pruner, optuna.pruners.BasePruner) or optuna.pruners.NopPruner()
         self.folder = Path(config.logs_dir).expanduser().resolve() / f"{self.name}_sweep"  # results, SQLite
         cluster = slurm.job() is not None or not self.create  # (a cluster's shared file system)
-        default = (
-            f"journal:{self.folder / 'optuna.journal'}"
-            if cluster
-            else f"sqlite:///{self.folder / 'optuna.db'}"
-        )
-        self.storage_url = config.storage or default
+        default = "journal:{}/optuna.journal" if cluster else "sqlite:///{}/optuna.db"
+        self.storage_url = config.storage or default.format(self.folder)
         if self.storage_url.startswith("sqlite") and cluster:  # (before its folder exists)
             raise ConfigError(f"--storage={self.storage_url}: {NO_SQLITE}")
         check_devices(config.trainer.get("devices"), config.trainer.get("accelerator"))
@@ -387,6 +380,8 @@ class SweepCLI(ProjectCLI):
         import matplotlib.pyplot as plt
         import optuna.visualization.matplotlib as vis
 
+        from .report import save_png
+
         written = [self.folder / "trials.csv"]
         trials = self.study.trials_dataframe(("number", "state", "value", "duration", "params", "user_attrs"))
         trials = trials.drop(columns=["user_attrs_config"], errors="ignore")
@@ -403,9 +398,7 @@ class SweepCLI(ProjectCLI):
         for plot in (vis.plot_optimization_history, vis.plot_param_importances, vis.plot_parallel_coordinate):
             path = self.folder / f"{plot.__name__.removeprefix('plot_')}.png"
             try:
-                figure = plot(self.study).figure
-                save = functools.partial(figure.savefig, format="png", dpi=100, bbox_inches="tight")  # type: ignore[union-attr]
-                written.append(write_atomically(path, save))
+                written.append(save_png(plot(self.study).figure, path, dpi=100, bbox_inches="tight"))
             except OSError:  # the folder cannot be written: cli.main names it
                 raise
             except Exception as error:  # Optuna raises several types for "not enough trials"

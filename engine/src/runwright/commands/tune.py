@@ -6,7 +6,6 @@ command that reruns the experiment with it."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import shlex
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
@@ -139,7 +138,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
     Raises:
         ProjectError: fewer than 5 finite losses to suggest an LR from (exit code 1; the plot is written).
     """
-    from .report import new_figure
+    from .report import new_figure, save_png
 
     with _TuneCLI("lr_find", args, package) as cli:  # bad --tune.* stop here
         if not cli.model.automatic_optimization:  # (the finder reads the loss that training_step returns)
@@ -171,7 +170,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
         axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
         axes.legend()
-        write_atomically(plot, functools.partial(figure.savefig, format="png"))
+        save_png(figure, plot)
         if found.lr is None:
             raise ProjectError(f"lr_find could not suggest an LR (fewer than 5 finite losses); see {plot}")
         model, init_args = cli.config.model.class_path, cli.config.model.get("init_args") or {}
