@@ -121,12 +121,9 @@ def check_parity(path: Path, fmt: str, eager: Any, inputs: Inputs, tolerance: fl
     for n in (len(rebuild.tensors(inputs)[0]), 1):
         part = apply_to_collection(inputs, torch.Tensor, lambda v, n=n: v[:n])
         out, ref = run_exported(path, fmt, part), rebuild.tensors(eager(*part[0], **part[1]))
-        shapes = len(out) == len(ref) and all(o.shape == r.shape for o, r in zip(out, ref, strict=False))
-        diffs[n] = diff = (
-            max(float((o - r.float()).abs().max()) for o, r in zip(out, ref, strict=True))
-            if shapes
-            else float("inf")
-        )
+        shapes = [o.shape for o in out] == [r.shape for r in ref]
+        errors = [float((o - r.float()).abs().max()) for o, r in zip(out, ref, strict=True)] if shapes else []
+        diffs[n] = diff = max(errors) if shapes else float("inf")
         if not diff <= tolerance:
             raise ParityError(f"{fmt} vs eager, batch {n}: max abs diff {diff:.3g} > tolerance {tolerance:g}")
     return diffs
@@ -135,8 +132,15 @@ def check_parity(path: Path, fmt: str, eager: Any, inputs: Inputs, tolerance: fl
 def test_metric(model: Any, source: Any) -> tuple[str, float]:
     """The quantization check's metric of ``model`` on the whole test split: ``("accuracy", share 0..1)``
     of ``[N, K]`` outputs for class-index targets, else ``("MAE", ...)`` of ``[N]`` outputs, in the
-    target's original units when the model has ``to_original_units`` (a regressor)."""
-    outputs, targets = rebuild.predict_test_split(model, source)
+    target's original units when the model has ``to_original_units`` (a regressor).
+
+    Raises:
+        ConfigError: the test split cannot be run (:func:`~runwright.commands.rebuild.predict_test_split`).
+    """
+    try:
+        outputs, targets = rebuild.predict_test_split(model, source)
+    except ConfigError as error:
+        raise ConfigError(f"--quantize reports the test metric before and after: {error}") from None
     if not targets.dtype.is_floating_point:
         return "accuracy", float((outputs.argmax(-1) == targets).float().mean())
     units = getattr(model, "to_original_units", lambda values: values)
@@ -191,12 +195,7 @@ def main(args: list[str], package: str) -> None:
             with warnings.catch_warnings():  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
                 warnings.simplefilter("ignore")
                 if config.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
-                    try:
-                        name, fp32 = test_metric(model, cli.data_source)
-                    except ConfigError as error:
-                        raise ConfigError(
-                            f"--quantize reports the test metric before and after: {error}"
-                        ) from None
+                    name, fp32 = test_metric(model, cli.data_source)
                     model = torch.ao.quantization.quantize_dynamic(
                         model, {torch.nn.Linear}, dtype=torch.qint8
                     )

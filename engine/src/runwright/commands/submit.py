@@ -209,8 +209,7 @@ def run_folder(command: list[str], package: str) -> tuple[str, bool]:
     """
     if command[0] not in TRAINER_COMMANDS:
         return str(Path("logs").resolve()), False
-    checked = CheckedCommand(args=command, package=package)
-    config = checked.config[command[0]]
+    config = CheckedCommand(args=command, package=package).config[command[0]]
     logs = Path(config.logs_dir).expanduser().resolve()
     if config.run_name and (logs / config.run_name).exists():
         raise ConfigError(

@@ -434,8 +434,7 @@ def main(args: list[str], package: str) -> None:
             raise ConfigError("sweep runs once, not on each rank (torchrun, srun): pass --trainer.devices=N")
         storage, name, trial_id, metric, fit_args = json.loads(os.environ[TRIAL_ENV])
         try:
-            if storage.startswith("journal:"):
-                storage = open_storage(storage, SweepOptions.heartbeat_interval)
+            storage = open_storage(storage, SweepOptions.heartbeat_interval)  # (its driver, its timeout)
             trial = optuna.trial.Trial(optuna.load_study(study_name=name, storage=storage), trial_id)
             fit_trial(fit_args, trial, metric, package)
         except (Exception, KeyboardInterrupt, SystemExit) as error:

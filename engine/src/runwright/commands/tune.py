@@ -6,6 +6,7 @@ command that reruns the experiment with it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import shlex
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
@@ -36,9 +37,6 @@ class _TuneCLI(ProjectCLI):
     manager (``ProjectCLI``'s): afterwards, and after a failed start, the environment is as before
     (``seed_everything``'s variables, the run folder's)."""
 
-    #: Whether the config's ``ckpt_path`` was set aside (a tuner trains a new model).
-    dropped_ckpt_path = False
-
     def __init__(self, command: str, args: list[str], package: str) -> None:
         self.run_label = command  # this instance's run folder suffix
         super().__init__(args=args, run=False, package=package)
@@ -64,7 +62,7 @@ class _TuneCLI(ProjectCLI):
                 "experiment's config (for a run's experiment, give --config logs/<run>/config.yaml)"
             )
             self.config.ckpt_path = None
-        self.dropped_ckpt_path = ckpt_path is not None
+        self.dropped_ckpt_path = ckpt_path is not None  # (a tuner trains a new model)
         self.tune = tune = self.config.pop("tune")
         if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
@@ -157,11 +155,8 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             raise ConfigError(f"lr_find: {first_line(error)}") from None
         assert finder is not None  # (None only with fast_dev_run)
         lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
-        table = np.c_[lrs, losses]
-        write_atomically(
-            cli.run_dir / "lr_find.csv",
-            lambda path: np.savetxt(path, table, "%.9g", ",", header="lr,loss", comments=""),
-        )
+        rows = {"X": np.c_[lrs, losses], "fmt": "%.9g", "delimiter": ",", "header": "lr,loss", "comments": ""}
+        write_atomically(cli.run_dir / "lr_find.csv", functools.partial(np.savetxt, **rows))
         found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
         figure, axes = new_figure()
         axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
