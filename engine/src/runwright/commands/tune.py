@@ -6,7 +6,6 @@ command that reruns the experiment with it."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import shlex
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
@@ -155,8 +154,8 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             raise ConfigError(f"lr_find: {first_line(error)}") from None
         assert finder is not None  # (None only with fast_dev_run)
         lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
-        rows = {"X": np.c_[lrs, losses], "fmt": "%.9g", "delimiter": ",", "header": "lr,loss", "comments": ""}
-        write_atomically(cli.run_dir / "lr_find.csv", functools.partial(np.savetxt, **rows))
+        rows = [f"{lr:.9g},{loss:.9g}\n" for lr, loss in zip(lrs, losses, strict=True)]
+        write_atomically(cli.run_dir / "lr_find.csv", "lr,loss\n" + "".join(rows))
         found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
         figure, axes = new_figure()
         axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
