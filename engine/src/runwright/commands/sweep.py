@@ -503,11 +503,11 @@ def run_workers(args: list[str], workers: int, package: str) -> bool:
     Raises:
         ProjectError: a worker failed (its exit code; its own lines say why).
     """
-    processes = []
-    for visible in worker_devices(workers):
-        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {})}
-        command = [sys.executable, "-m", package, "sweep", *args, "--workers=1"]
-        processes.append(subprocess.Popen(command, env=env))
+    command = [sys.executable, "-m", package, "sweep", *args, "--workers=1"]
+    processes = [
+        subprocess.Popen(command, env={**os.environ, **({"CUDA_VISIBLE_DEVICES": gpus} if gpus else {})})
+        for gpus in worker_devices(workers)
+    ]
     try:
         codes = [process.wait() for process in processes]
     except KeyboardInterrupt:
