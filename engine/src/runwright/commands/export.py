@@ -25,6 +25,7 @@ from typing import Any, Literal
 import torch
 from jsonargparse.typing import PositiveFloat
 from lightning.pytorch.cli import LightningArgumentParser
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from ..errors import ConfigError, ProjectError, first_line
 from ..project import DISTRIBUTION, missing_modules
@@ -66,13 +67,7 @@ def write_model(model: Any, inputs: Inputs, fmt: str, path: Path) -> None:
         ExportError: the exporter failed (the message names the format and the exporter's error).
         OSError: ``path`` cannot be written.
     """
-    doubled = [
-        torch.cat([v, v])[:2] if isinstance(v, torch.Tensor) else v for v in (*inputs[0], *inputs[1].values())
-    ]
-    args, kwargs = (
-        tuple(doubled[: len(inputs[0])]),
-        dict(zip(inputs[1], doubled[len(inputs[0]) :], strict=True)),
-    )
+    args, kwargs = apply_to_collection(inputs, torch.Tensor, lambda v: torch.cat([v, v])[:2])
     axis = {0: torch.export.Dim.DYNAMIC}
     dynamic: Any = {k: axis for k in kwargs} if kwargs else tuple(axis for _ in args)
     try:
@@ -123,15 +118,12 @@ def check_parity(path: Path, fmt: str, eager: Any, inputs: Inputs, tolerance: fl
         ParityError: a difference exceeds ``tolerance`` or is NaN (another output shape: infinite).
     """
     diffs: dict[int, float] = {}
-    for n in (rebuild.batch_size(inputs), 1):
-        part = rebuild.first(inputs, n)
+    for n in (len(rebuild.tensors(inputs)[0]), 1):
+        part = apply_to_collection(inputs, torch.Tensor, lambda v, n=n: v[:n])
         out, ref = run_exported(path, fmt, part), rebuild.tensors(eager(*part[0], **part[1]))
-        shapes = len(out) == len(ref) and all(o.shape == r.shape for o, r in zip(out, ref, strict=False))
-        diffs[n] = diff = (
-            max(float((o - r.float()).abs().max()) for o, r in zip(out, ref, strict=True))
-            if shapes
-            else float("inf")
-        )
+        shapes = [o.shape for o in out] == [r.shape for r in ref]
+        errors = [float((o - r.float()).abs().max()) for o, r in zip(out, ref, strict=True)] if shapes else []
+        diffs[n] = diff = max(errors) if shapes else float("inf")
         if not diff <= tolerance:
             raise ParityError(f"{fmt} vs eager, batch {n}: max abs diff {diff:.3g} > tolerance {tolerance:g}")
     return diffs
@@ -140,8 +132,15 @@ def check_parity(path: Path, fmt: str, eager: Any, inputs: Inputs, tolerance: fl
 def test_metric(model: Any, source: Any) -> tuple[str, float]:
     """The quantization check's metric of ``model`` on the whole test split: ``("accuracy", share 0..1)``
     of ``[N, K]`` outputs for class-index targets, else ``("MAE", ...)`` of ``[N]`` outputs, in the
-    target's original units when the model has ``to_original_units`` (a regressor)."""
-    outputs, targets = rebuild.predict_test_split(model, source)
+    target's original units when the model has ``to_original_units`` (a regressor).
+
+    Raises:
+        ConfigError: the test split cannot be run (:func:`~runwright.commands.rebuild.predict_test_split`).
+    """
+    try:
+        outputs, targets = rebuild.predict_test_split(model, source)
+    except ConfigError as error:
+        raise ConfigError(f"--quantize reports the test metric before and after: {error}") from None
     if not targets.dtype.is_floating_point:
         return "accuracy", float((outputs.argmax(-1) == targets).float().mean())
     units = getattr(model, "to_original_units", lambda values: values)
@@ -196,12 +195,7 @@ def main(args: list[str], package: str) -> None:
             with warnings.catch_warnings():  # torch's deprecation notes (quantize_dynamic, TorchScript, ONNX)
                 warnings.simplefilter("ignore")
                 if config.quantize:  # int8 weights (a scale per tensor), activations quantized per batch
-                    try:
-                        name, fp32 = test_metric(model, cli.data_source)
-                    except ConfigError as error:
-                        raise ConfigError(
-                            f"--quantize reports the test metric before and after: {error}"
-                        ) from None
+                    name, fp32 = test_metric(model, cli.data_source)
                     model = torch.ao.quantization.quantize_dynamic(
                         model, {torch.nn.Linear}, dtype=torch.qint8
                     )
@@ -209,10 +203,8 @@ def main(args: list[str], package: str) -> None:
                     print(f"Test {name}: fp32 {fp32:.4f}, int8 {int8:.4f} (delta {int8 - fp32:+.4f})")
                 write_model(model, inputs, config.format, output)
                 diffs = check_parity(output, config.format, model, inputs, config.tolerance)
-        except ParityError:  # the model is written whole: there to look at
-            raise
-        except BaseException:  # no half-made run folder
-            if not config.output:
+        except BaseException as error:  # no half-made run folder (after a ParityError, the model to look at)
+            if not config.output and not isinstance(error, ParityError):
                 shutil.rmtree(output.parent, ignore_errors=True)
             raise
     checked = ", ".join(f"batch {size}: {diff:.3g}" for size, diff in diffs.items())

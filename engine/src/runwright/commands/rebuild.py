@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.utilities.model_helpers import is_overridden
+from lightning_utilities.core.apply_func import apply_to_collection
 from torch import Tensor
 
 from ..cli import ProjectCLI
@@ -103,7 +104,8 @@ def model_inputs(model: LightningModule, batch: Any) -> Inputs:
         "set self.example_input_array in its __init__ (a tensor, a tuple of positional inputs or a dict of "
         "keyword inputs, batch first), as Lightning's to_onnx needs"
     )
-    if real is not None and (example is None or (isinstance(example, Tensor) and _same_shape(real, example))):
+    same = isinstance(real, Tensor) and isinstance(example, Tensor) and real.shape[1:] == example.shape[1:]
+    if real is not None and (example is None or same):
         inputs, source = as_inputs(real), "the inputs of its test batches"
     elif example is None:
         raise ConfigError(
@@ -120,29 +122,12 @@ def model_inputs(model: LightningModule, batch: Any) -> Inputs:
     return inputs
 
 
-def _same_shape(real: Any, example: Tensor) -> bool:
-    return isinstance(real, Tensor) and real.shape[1:] == example.shape[1:]
-
-
-def first(inputs: Inputs, n: int) -> Inputs:
-    """The first ``n`` samples (along dim 0) of every tensor of ``inputs``."""
-    args, kwargs = inputs
-    cut = [value[:n] if isinstance(value, Tensor) else value for value in (*args, *kwargs.values())]
-    return tuple(cut[: len(args)]), dict(zip(kwargs, cut[len(args) :], strict=True))
-
-
-def batch_size(inputs: Inputs) -> int:
-    """The batch size of ``inputs``: dim 0 of its first tensor."""
-    return next(len(value) for value in (*inputs[0], *inputs[1].values()) if isinstance(value, Tensor))
-
-
 def tensors(value: Any) -> list[Tensor]:
-    """The tensors of an output (a tensor, or nested tuples, lists and dicts of them), in order."""
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    return [t for item in value for t in tensors(item)] if isinstance(value, (list, tuple)) else []
+    """The tensors of an output or of :data:`Inputs` (a tensor, or nested tuples, lists and dicts of them),
+    in order."""
+    found: list[Tensor] = []
+    apply_to_collection(value, Tensor, found.append)
+    return found
 
 
 @torch.no_grad()

@@ -51,6 +51,12 @@ def new_figure() -> tuple[Any, Any]:
     return figure, figure.subplots()
 
 
+def save_png(figure: Any, path: Path, **options: Any) -> Path:
+    """Write ``figure`` to ``path`` as a PNG (``options``: more ``savefig`` arguments), whole or not at
+    all; ``path``."""
+    return write_atomically(path, functools.partial(figure.savefig, format="png", **options))
+
+
 def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = None) -> dict[str, Path]:
     """Write the report's PNGs for ``run_dir`` into ``output``, each :data:`PLOTS` entry against the
     optimizer step, and the confusion matrix of ``ckpt`` (default: the run's best checkpoint, the one its
@@ -67,9 +73,7 @@ def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = 
             axes.plot(*series(rows, key), marker=".", label=key)
         axes.set(xlabel="optimizer step", ylabel=name)
         axes.legend()
-        write_atomically(
-            written.setdefault(name, output / f"{name}.png"), functools.partial(figure.savefig, format="png")
-        )
+        written[name] = save_png(figure, output / f"{name}.png")
     try:
         ckpt = ckpt or best_checkpoint_of(run_dir / "checkpoints" / "last.ckpt")
         args, parser = ["--ckpt_path", str(ckpt)], {"exit_on_error": False}
@@ -85,10 +89,7 @@ def write_report(run_dir: Path, output: Path, package: str, ckpt: Path | None = 
         return written
     matrix, (figure, axes) = MulticlassConfusionMatrix(logits.shape[1]), new_figure()
     matrix.plot(matrix(logits, targets), ax=axes)  # rows: true class, columns: predicted class
-    write_atomically(
-        written.setdefault("confusion_matrix", output / "confusion_matrix.png"),
-        functools.partial(figure.savefig, format="png"),
-    )
+    written["confusion_matrix"] = save_png(figure, output / "confusion_matrix.png")
     return written
 
 

@@ -72,16 +72,13 @@ def split_args(words: list[str]) -> tuple[list[str], list[str]]:
     """``submit``'s own arguments (``--slurm...``, ``--dry_run``, ``-h``) apart from the command's."""
     own: list[str] = []
     command: list[str] = []
-    take_value = False
+    value = False  # whether the word is the value of a --slurm... option before it
     for word in words:
-        if take_value:
-            own.append(word)
-            take_value = False
-        elif word.startswith(("--slurm", "--dry_run")) or (word in ("-h", "--help") and not command):
-            own.append(word)
-            take_value = "=" not in word and word not in ("--dry_run", "-h", "--help")
-        else:
-            command.append(word)
+        mine = (
+            value or word.startswith(("--slurm", "--dry_run")) or (word in ("-h", "--help") and not command)
+        )
+        (own if mine else command).append(word)
+        value = mine and not value and word.startswith("--slurm") and "=" not in word
     return own, command
 
 
@@ -212,8 +209,7 @@ def run_folder(command: list[str], package: str) -> tuple[str, bool]:
     """
     if command[0] not in TRAINER_COMMANDS:
         return str(Path("logs").resolve()), False
-    checked = CheckedCommand(args=command, package=package)
-    config = checked.config[command[0]]
+    config = CheckedCommand(args=command, package=package).config[command[0]]
     logs = Path(config.logs_dir).expanduser().resolve()
     if config.run_name and (logs / config.run_name).exists():
         raise ConfigError(

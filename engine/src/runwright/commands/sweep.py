@@ -6,7 +6,6 @@ option of all trials. Rank 0 of a DDP trial hands it to the ranks Lightning star
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -22,7 +21,6 @@ import optuna
 import torch.distributed
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import NonNegativeInt, PositiveFloat, PositiveInt
-from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from optuna.distributions import CategoricalDistribution, IntDistribution, json_to_distribution
@@ -139,17 +137,6 @@ def fit_trial(args: list[str], trial: optuna.Trial, metric: str, package: str) -
     return cli, pruning
 
 
-def trial_value(trainer: Trainer, metric: str | None) -> float | None:
-    """A finished trial's value: the logged ``metric``'s value at the end, or without one the best
-    checkpoint's score (``BestCheckpoint.best_model_score``); ``None`` when it has none."""
-    if metric is not None:
-        value = trainer.callback_metrics.get(metric)
-    else:
-        best = next(cb for cb in trainer.checkpoint_callbacks if isinstance(cb, BestCheckpoint))
-        value = best.best_model_score
-    return None if value is None else float(value)
-
-
 #: Why a study shared by a cluster's workers is never kept in SQLite.
 NO_SQLITE = (
     "SQLite is not safe on a shared (network) file system such as a cluster's, where its file locks can "
@@ -158,37 +145,34 @@ NO_SQLITE = (
 )
 
 
-def storages_retry() -> Any:
-    """Optuna's callback that puts a failed trial back in the queue (a copy with its parameters)."""
-    storages = optuna.storages  # (Optuna >= 4.9 names it anew)
-    if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):
-        return storages.RetryHeartbeatStaleTrialCallback()
-    return storages.RetryFailedTrialCallback()
+#: Optuna's callback that puts a failed trial back in the queue (a copy with its parameters), and the
+#: ``RDBStorage`` argument that takes it (Optuna >= 4.9 names both anew).
+RETRY, RETRY_ARGUMENT = (
+    (optuna.storages.RetryHeartbeatStaleTrialCallback, "heartbeat_stale_trial_callback")
+    if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
+    else (optuna.storages.RetryFailedTrialCallback, "failed_trial_callback")
+)
 
 
 def open_storage(url: str, heartbeat_interval: int) -> optuna.storages.BaseStorage:
     """An Optuna storage on ``url`` with heartbeats, a trial failed for a stale one retried: an
     ``RDBStorage``, where SQLite waits up to 60 s for another worker's lock, or for ``journal:FILE`` a
     ``JournalStorage`` on that file (:func:`runwright.private.journal_storage`). Raises
-    :class:`ConfigError` for a URL that cannot be used, and for SQLite in a SLURM job (:data:`NO_SQLITE`)."""
-    if url.startswith("sqlite") and slurm.job() is not None:
-        raise ConfigError(f"--storage={url}: {NO_SQLITE}")
+    :class:`ConfigError` for a URL that cannot be used."""
     if url.startswith("journal:"):
         path = Path(url.removeprefix("journal:")).expanduser()
         if not path.parent.is_dir():
             raise ConfigError(
                 f"--storage={url}: no folder {path.parent}; use journal:FILE in an existing folder"
             )
-        return private.journal_storage(str(path), heartbeat_interval, storages_retry())
+        return private.journal_storage(str(path), heartbeat_interval, RETRY())
     if url.startswith("postgresql://"):  # (SQLAlchemy's default driver for it is psycopg 3)
         url = "postgresql+psycopg2://" + url.removeprefix("postgresql://")
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    storages = optuna.storages  # (Optuna >= 4.9 names the callback's argument anew)
-    new = hasattr(storages, "RetryHeartbeatStaleTrialCallback")
-    retry = {"heartbeat_stale_trial_callback" if new else "failed_trial_callback": storages_retry()}
+    retry: dict[str, Any] = {RETRY_ARGUMENT: RETRY()}
     for attempt in range(1, 6):  # (another worker may be creating the tables at the same moment)
         try:
-            return storages.RDBStorage(url, engine, heartbeat_interval=heartbeat_interval, **retry)
+            return optuna.storages.RDBStorage(url, engine, heartbeat_interval=heartbeat_interval, **retry)
         except (ImportError, ValueError, sql.SQLAlchemyError) as error:
             if attempt == 5 or not isinstance(error, (sql.IntegrityError, sql.OperationalError)):
                 hint = "sqlite:///FILE.db or postgresql://USER:PASSWORD@HOST:5432/DB (runwright[postgres])"
@@ -240,10 +224,8 @@ class SweepCLI(ProjectCLI):
             except (KeyError, TypeError, ValueError) as error:
                 raise ConfigError(f"search_space[{key!r}]: {type(error).__name__}: {error}") from None
             self.space[key] = options[key.replace(".init_args", "")], distribution
-        model, data = (
-            class_of(config.model.class_path),
-            config.get("data") and class_of(config.data.class_path),
-        )
+        model = class_of(config.model.class_path)
+        data = config.get("data") and class_of(config.data.class_path)
         if config.objective.metric is None and config.checkpoint.monitor is None:
             raise ConfigError(
                 "objective.metric: none given, and --checkpoint.monitor=null gives the trials no best score; "
@@ -266,18 +248,14 @@ class SweepCLI(ProjectCLI):
         sampler = build("sampler", config.sampler, optuna.samplers.BaseSampler)
         pruner = build("pruner", config.pruner, optuna.pruners.BasePruner) or optuna.pruners.NopPruner()
         self.folder = Path(config.logs_dir).expanduser().resolve() / f"{self.name}_sweep"  # results, SQLite
-        journal = slurm.job() is not None or not self.create  # (a cluster's shared file system)
-        default = (
-            f"journal:{self.folder / 'optuna.journal'}"
-            if journal
-            else f"sqlite:///{self.folder / 'optuna.db'}"
-        )
-        self.storage_url = config.storage or default
+        cluster = slurm.job() is not None or not self.create  # (a cluster's shared file system)
+        default = "journal:{}/optuna.journal" if cluster else "sqlite:///{}/optuna.db"
+        self.storage_url = config.storage or default.format(self.folder)
+        if self.storage_url.startswith("sqlite") and cluster:  # (before its folder exists)
+            raise ConfigError(f"--storage={self.storage_url}: {NO_SQLITE}")
         check_devices(config.trainer.get("devices"), config.trainer.get("accelerator"))
         if not self.create:
             return
-        if self.storage_url.startswith("sqlite") and slurm.job() is not None:  # (before its folder exists)
-            raise ConfigError(f"--storage={self.storage_url}: {NO_SQLITE}")
         self.folder.mkdir(parents=True, exist_ok=True)
         self.storage = open_storage(self.storage_url, config.heartbeat_interval)
         self.study = optuna.create_study(
@@ -323,7 +301,7 @@ class SweepCLI(ProjectCLI):
             if self.preempted and self.number >= 0:  # give the trial back, to go on from its last.ckpt
                 trial = self.study.trials[self.number]
                 if trial.state == TrialState.FAIL:
-                    storages_retry()(self.study, trial)
+                    RETRY()(self.study, trial)
             return True
         return False
 
@@ -354,7 +332,12 @@ class SweepCLI(ProjectCLI):
         try:
             cli, pruning = fit_trial(args, trial, self.monitor, self.package)
             pruning.check_pruned()  # a DDP trial's pruning decision (a no-op in one process)
-            if (value := trial_value(cli.trainer, self.config.objective.metric)) is None:
+            if metric := self.config.objective.metric:  # its value at the end, else the best checkpoint's
+                value = cli.trainer.callback_metrics.get(metric)
+            else:
+                best = next(c for c in cli.trainer.checkpoint_callbacks if isinstance(c, BestCheckpoint))
+                value = best.best_model_score
+            if value is None:
                 logged = sorted(cli.trainer.callback_metrics)
                 raise ProjectError(f"objective.metric={self.monitor!r} was not logged: {logged}")
             trial.set_user_attr("config", (cli.run_dir / "config.yaml").read_text())  # for best.yaml
@@ -397,6 +380,8 @@ class SweepCLI(ProjectCLI):
         import matplotlib.pyplot as plt
         import optuna.visualization.matplotlib as vis
 
+        from .report import save_png
+
         written = [self.folder / "trials.csv"]
         trials = self.study.trials_dataframe(("number", "state", "value", "duration", "params", "user_attrs"))
         trials = trials.drop(columns=["user_attrs_config"], errors="ignore")
@@ -413,9 +398,7 @@ class SweepCLI(ProjectCLI):
         for plot in (vis.plot_optimization_history, vis.plot_param_importances, vis.plot_parallel_coordinate):
             path = self.folder / f"{plot.__name__.removeprefix('plot_')}.png"
             try:
-                figure = plot(self.study).figure
-                save = functools.partial(figure.savefig, format="png", dpi=100, bbox_inches="tight")  # type: ignore[union-attr]
-                written.append(write_atomically(path, save))
+                written.append(save_png(plot(self.study).figure, path, dpi=100, bbox_inches="tight"))
             except OSError:  # the folder cannot be written: cli.main names it
                 raise
             except Exception as error:  # Optuna raises several types for "not enough trials"
@@ -451,8 +434,7 @@ def main(args: list[str], package: str) -> None:
             raise ConfigError("sweep runs once, not on each rank (torchrun, srun): pass --trainer.devices=N")
         storage, name, trial_id, metric, fit_args = json.loads(os.environ[TRIAL_ENV])
         try:
-            if storage.startswith("journal:"):
-                storage = open_storage(storage, SweepOptions.heartbeat_interval)
+            storage = open_storage(storage, SweepOptions.heartbeat_interval)  # (its driver, its timeout)
             trial = optuna.trial.Trial(optuna.load_study(study_name=name, storage=storage), trial_id)
             fit_trial(fit_args, trial, metric, package)
         except (Exception, KeyboardInterrupt, SystemExit) as error:
@@ -482,11 +464,8 @@ def worker_devices(workers: int) -> list[str | None]:
     Raises:
         ConfigError: fewer GPUs than workers.
     """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        ids = [device.strip() for device in visible.split(",") if device.strip()]
-    else:
-        ids = [str(index) for index in range(torch.cuda.device_count())]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(torch.cuda.device_count()))))
+    ids = [device.strip() for device in visible.split(",") if device.strip()]
     if not ids:
         return [None] * workers
     if len(ids) < workers:
@@ -507,9 +486,8 @@ def check_devices(devices: Any, accelerator: Any) -> None:
     count = torch.cuda.device_count()
     if not count or str(accelerator) not in ("auto", "gpu", "cuda", "None"):
         return
-    text = str(devices)
-    wanted = len(devices) if isinstance(devices, list) else int(text) if text.isdigit() else None
-    if wanted is not None and wanted > count:
+    wanted = len(devices) if isinstance(devices, list) else int(str(devices)) if str(devices).isdigit() else 0
+    if wanted > count:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all")
         raise ConfigError(
             f"--trainer.devices={devices}: a trial asks for {wanted} GPUs, but this worker has {count} "
@@ -525,11 +503,11 @@ def run_workers(args: list[str], workers: int, package: str) -> bool:
     Raises:
         ProjectError: a worker failed (its exit code; its own lines say why).
     """
-    processes = []
-    for visible in worker_devices(workers):
-        env = {**os.environ, **({"CUDA_VISIBLE_DEVICES": visible} if visible is not None else {})}
-        command = [sys.executable, "-m", package, "sweep", *args, "--workers=1"]
-        processes.append(subprocess.Popen(command, env=env))
+    command = [sys.executable, "-m", package, "sweep", *args, "--workers=1"]
+    processes = [
+        subprocess.Popen(command, env={**os.environ, **({"CUDA_VISIBLE_DEVICES": gpus} if gpus else {})})
+        for gpus in worker_devices(workers)
+    ]
     try:
         codes = [process.wait() for process in processes]
     except KeyboardInterrupt:
@@ -565,8 +543,7 @@ def submit_sweep(command: list[str], options: Namespace, package: str) -> None:
     args = command[1:]
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # (the retry callback)
     with SweepCLI(args, package, create=False) as check:  # the settings, the study's folder and storage
-        if check.storage_url.startswith("sqlite"):
-            raise ConfigError(f"--storage={check.storage_url}: {NO_SQLITE}")
+        pass
     worker = ["sweep", *args, f"--storage={check.storage_url}", "--workers=1"]
     script = batch_script(resources, package, worker, f"{check.folder}/slurm-%A_%a.out", check.config.workers)
     if options.dry_run:

@@ -6,7 +6,6 @@ command that reruns the experiment with it."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import shlex
 from collections.abc import Sequence, Sized
 from dataclasses import dataclass
@@ -15,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 from lightning.pytorch.tuner import Tuner
 from lightning.pytorch.utilities.exceptions import MisconfigurationException
@@ -24,22 +22,12 @@ from ..cli import ProjectCLI
 from ..console import stdout_is_terminal
 from ..errors import ConfigError, ProjectError, first_line
 from ..private import lr_finder_without_progress_bar
-from ..runs import SaveConfig, write_atomically
+from ..runs import write_atomically
 
 #: The smoothing factor of Lightning's LR finder (``_LRCallback(beta=0.98)``), undone by :func:`raw_losses`.
 LIGHTNING_BETA = 0.98
 #: Largest batch size Lightning's ``scale_batch_size`` tries (its ``max_val`` default).
 LIGHTNING_MAX_BATCH_SIZE = 8192
-
-
-class _SaveFitConfig(SaveConfig):
-    """The tuner's run ``config.yaml`` without its ``tune`` section: a config of the fit the tuner ran,
-    which every command takes as ``--config``."""
-
-    def __init__(self, parser: Any, config: Namespace, *args: Any, **kwargs: Any) -> None:
-        config = config.clone()
-        config.pop("tune", None)
-        super().__init__(parser, config, *args, **kwargs)
 
 
 class _TuneCLI(ProjectCLI):
@@ -48,12 +36,9 @@ class _TuneCLI(ProjectCLI):
     manager (``ProjectCLI``'s): afterwards, and after a failed start, the environment is as before
     (``seed_everything``'s variables, the run folder's)."""
 
-    #: Whether the config's ``ckpt_path`` was set aside (a tuner trains a new model).
-    dropped_ckpt_path = False
-
     def __init__(self, command: str, args: list[str], package: str) -> None:
         self.run_label = command  # this instance's run folder suffix
-        super().__init__(args=args, run=False, package=package, save_config_callback=_SaveFitConfig)
+        super().__init__(args=args, run=False, package=package)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """Add the ``--tune.*`` options."""
@@ -64,8 +49,9 @@ class _TuneCLI(ProjectCLI):
         parser.add_argument("--tune.max_trials", type=int, default=8, help="scale_batch_size: most tries.")
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """Parse, then reject a bad ``--tune.*`` value before any run folder is created (exit 2); say
-        that a ``ckpt_path`` (given, or in a run's config) is not used (a tuner trains a new model of the
+        """Parse, then move the ``--tune.*`` values from the config (then a fit's, as ``config.yaml``)
+        to :attr:`tune` and reject a bad one before any run folder is created (exit 2); say that a
+        ``ckpt_path`` (given, or in a run's config) is not used (a tuner trains a new model of the
         experiment's config); switch the logger off, and for ``lr_find`` run exactly
         ``--tune.num_training`` training steps (no validation, no epoch limit)."""
         super().parse_arguments(parser, args)
@@ -75,14 +61,14 @@ class _TuneCLI(ProjectCLI):
                 "experiment's config (for a run's experiment, give --config logs/<run>/config.yaml)"
             )
             self.config.ckpt_path = None
-        self.dropped_ckpt_path = ckpt_path is not None
-        tune, trainer = self.config.tune, self.config.trainer
+        self.dropped_ckpt_path = ckpt_path is not None  # (a tuner trains a new model)
+        self.tune = tune = self.config.pop("tune")
         if not (0 < tune.min_lr < tune.max_lr and tune.num_training >= 2 and tune.max_trials >= 1):
             given = ", ".join(f"--tune.{key}={value}" for key, value in vars(tune).items())
             parser.error(f"{given}: need 0 < min_lr < max_lr, num_training >= 2 and max_trials >= 1")
-        trainer.logger = False
+        self.config.trainer.logger = False
         if self.run_label == "lr_find":  # the finder's steps, not the experiment's epochs
-            trainer.max_epochs, trainer.max_steps = -1, tune.num_training
+            self.config.trainer.max_epochs, self.config.trainer.max_steps = -1, tune.num_training
 
 
 def raw_losses(smoothed: Sequence[float], beta: float = LIGHTNING_BETA) -> np.ndarray:
@@ -149,7 +135,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
     Raises:
         ProjectError: fewer than 5 finite losses to suggest an LR from (exit code 1; the plot is written).
     """
-    from .report import new_figure
+    from .report import new_figure, save_png
 
     with _TuneCLI("lr_find", args, package) as cli:  # bad --tune.* stop here
         if not cli.model.automatic_optimization:  # (the finder reads the loss that training_step returns)
@@ -157,7 +143,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
                 f"lr_find: {type(cli.model).__name__} sets automatic_optimization = False; Lightning's LR "
                 "finder needs automatic optimization (training_step returning the loss)"
             )
-        lr_range = {key: value for key, value in vars(cli.config.tune).items() if key != "max_trials"}
+        lr_range = {key: value for key, value in vars(cli.tune).items() if key != "max_trials"}
         quiet = contextlib.nullcontext() if stdout_is_terminal() else lr_finder_without_progress_bar()
         try:
             with quiet:
@@ -168,7 +154,8 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             raise ConfigError(f"lr_find: {first_line(error)}") from None
         assert finder is not None  # (None only with fast_dev_run)
         lrs, losses = np.array(finder.results["lr"]), raw_losses(finder.results["loss"])
-        write_atomically(cli.run_dir / "lr_find.csv", lambda path: write_steps(path, lrs, losses))
+        rows = [f"{lr:.9g},{loss:.9g}\n" for lr, loss in zip(lrs, losses, strict=True)]
+        write_atomically(cli.run_dir / "lr_find.csv", "lr,loss\n" + "".join(rows))
         found, plot = suggest_lr(lrs, losses), cli.run_dir / "lr_find.png"
         figure, axes = new_figure()
         axes.plot(lrs, losses, color="0.75", linewidth=1, label="loss per step")
@@ -177,7 +164,7 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
             axes.plot(lrs[i], found.smoothed[i], "o", color="C3", label=f"suggestion {found.lr:.3g}")
         axes.set(xscale="log", xlabel="learning rate", ylabel="training loss")
         axes.legend()
-        write_atomically(plot, functools.partial(figure.savefig, format="png"))
+        save_png(figure, plot)
         if found.lr is None:
             raise ProjectError(f"lr_find could not suggest an LR (fewer than 5 finite losses); see {plot}")
         model, init_args = cli.config.model.class_path, cli.config.model.get("init_args") or {}
@@ -199,19 +186,13 @@ def lr_find(args: list[str], package: str) -> tuple[float, Path | None]:
         return found.lr, _suggest(cli.run_dir / "suggested_lr.yaml", config, args, cli)
 
 
-def write_steps(path: Path, lrs: np.ndarray, losses: np.ndarray) -> None:
-    """Write the LR finder's ``lr,loss`` rows (``[T]`` each) to the CSV file ``path``."""
-    with path.open("w") as handle:
-        np.savetxt(handle, np.c_[lrs, losses], "%.9g", ",", header="lr,loss", comments="")
-
-
 def scale_batch_size(args: list[str], package: str) -> tuple[int, Path]:
     """Find the largest batch size that fits, doubling from the configured one; returns it and the path
     of the written config. The trials are capped so that the last size is at most the training split
     (Lightning stops only once it reaches the split: 2,048 on 1,168 samples); the message says which
     limit ended the search."""
     with _TuneCLI("scale_batch_size", args, package) as cli:
-        start, requested = int(getattr(cli.datamodule, "batch_size", 2)), cli.config.tune.max_trials
+        start, requested = int(getattr(cli.datamodule, "batch_size", 2)), cli.tune.max_trials
         cli.datamodule.setup("fit")
         dataset = cli.datamodule.train_dataloader().dataset
         samples = len(dataset) if isinstance(dataset, Sized) else None  # an iterable dataset may have none
@@ -243,13 +224,13 @@ def _suggest(path: Path, config: dict[str, Any], args: list[str], cli: _TuneCLI)
     ``--config path`` (last, so it wins)."""
     fresh = {"ckpt_path": None} if cli.dropped_ckpt_path else {}
     write_atomically(path, yaml.safe_dump({**config, **fresh}, sort_keys=False))
-    kept: list[str] = []
-    tokens = iter(args)
-    for arg in tokens:
-        if not arg.startswith(("--tune.", "--ckpt_path")):
-            kept.append(arg)
-        elif "=" not in arg:
-            next(tokens, None)  # the option's value
+    own = ("--tune.", "--ckpt_path")  # (and the value after one without "=")
+    pairs = zip(["", *args], args, strict=False)
+    kept = [
+        arg
+        for last, arg in pairs
+        if not arg.startswith(own) and not (last.startswith(own) and "=" not in last)
+    ]
     print(f"Use it: {shlex.join(['python', '-m', cli.package, 'fit', *kept, '--config', str(path)])}")
     return path
 
