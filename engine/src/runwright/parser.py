@@ -42,11 +42,7 @@ def did_you_mean(options: list[str]) -> str:
 
 
 class UnknownKey(KeyError):
-    """A key a parser does not take: ``key`` (dotted), the keys it does take, the ``--config`` files read."""
-
-    def __init__(self, key: str, choices: list[str], files: list[Path]) -> None:
-        super().__init__(key)
-        self.key, self.choices, self.files = key, choices, files
+    """A key a parser does not take; ``args[0]`` is the one line that names it (:meth:`Parser.validate`)."""
 
 
 def file_with(key: str, files: Iterable[Path]) -> Path | None:
@@ -153,9 +149,7 @@ def explain(
     at = f" (in {reading})" if reading else ""
     while error is not None:
         if isinstance(error, UnknownKey):
-            where = file_with(error.key, error.files) or reading
-            there = f" (in {where})" if where else ""
-            return f"unknown key `{error.key}`{there}{did_you_mean(closest(error.key, error.choices))}"
+            return str(error.args[0])
         if isinstance(error, AttributeError) and isinstance(error.obj, ModuleType) and error.name:
             module = error.obj.__name__
             names = [  # (its classes and functions, not its submodules; compared without the module)
@@ -168,19 +162,19 @@ def explain(
         if unresolved := unresolved_class_name(error):
             name, bases, paths = unresolved
             kinds = [base.__name__ for base in bases]
-            by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
-            for path in paths:
-                by_name.setdefault(path.rpartition(".")[2], []).append(path)
             mirrors = [mirror for base in bases if (mirror := twin(base, LIGHTNING, STANDALONE))]
             if (found := subclass_named(name, mirrors)) is not None:  # (a pytorch_lightning class)
                 return not_a_subclass(found, bases, at)
-            names = [short for short in by_name if short not in kinds]  # (not the base class itself)
-            suggested: list[str] = []  # the short name, or its class paths when several classes have it
-            for short in closest(name, names):
-                suggested += [short] if len(by_name[short]) == 1 else by_name[short]
-            close = did_you_mean(suggested)
-            kind = " or ".join(kinds)
-            return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
+            shorts = [path.rpartition(".")[2] for path in paths]
+            near = closest(name, [short for short in shorts if short not in kinds])  # (not the base itself)
+            suggested = [  # the short name, or its class paths when several classes have it
+                path if shorts.count(short) > 1 else short
+                for short in near
+                for path, own in zip(paths, shorts, strict=True)
+                if own == short
+            ]
+            close_or_fix = did_you_mean(suggested) or MODULE_PATH
+            return f"no {' or '.join(kinds)} subclass is named `{name}`{at}{close_or_fix}"
         if (typed := instance_typed(error, tuple(CALLABLES_OF))) is not None:
             kind = next(name for base, name in CALLABLES_OF.items() if issubclass(typed, base))
             return (
@@ -224,7 +218,8 @@ class Parser(RecordsUnrecognized):
         return self._cached_defaults[0].clone()
 
     def validate(self, namespace: Namespace, *args: Any, **kwargs: Any) -> None:
-        """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`."""
+        """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`: the key, the
+        ``--config`` file that sets it (else the one being read), the closest key the parser takes."""
         try:
             super().validate(namespace, *args, **kwargs)
         except KeyError as error:
@@ -233,12 +228,13 @@ class Parser(RecordsUnrecognized):
             unknown = [key for key in given if key not in known and not in_class(key, namespace)]
             if not unknown:
                 raise
-            key = unknown[0]
-            prefix = key.partition(".")[0] + "." if "subcommand" in namespace else ""
+            prefix = unknown[0].partition(".")[0] + "." if "subcommand" in namespace else ""
+            key = unknown[0].removeprefix(prefix)
             files = [file for file in known.get(f"{prefix}config") or [] if file is not None]
             dests = [action.dest for action in self._actions]  # (a list item's namespace has no defaults)
-            choices = [choice.removeprefix(prefix) for choice in keys] + dests
-            raise UnknownKey(key.removeprefix(prefix), choices, files) from error
+            close = did_you_mean(closest(key, [choice.removeprefix(prefix) for choice in keys] + dests))
+            where = file_with(key, files) or self.reading
+            raise UnknownKey(f"unknown key `{key}`{f' (in {where})' if where else ''}{close}") from error
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         """:func:`explain`'s one line, else jsonargparse's message on one line (its lines joined)."""
