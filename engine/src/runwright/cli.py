@@ -158,9 +158,7 @@ class ProjectCLI(LightningCLI):
             if problem is None:
                 discard = building and not isinstance(error, OSError)
             else:
-                discard = problem.exit_code == 2 or isinstance(
-                    problem, (FileSystemError, TrainingInterrupted)
-                )
+                discard = problem.exit_code == 2 or isinstance(problem, FileSystemError | TrainingInterrupted)
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
         if self._lock is not None:
@@ -248,7 +246,7 @@ class ProjectCLI(LightningCLI):
                 config.init_from = str(path)  # config.yaml names the weights the run started from
         except ProjectError as error:
             (private.subcommand_parser(self) or parser).error(str(error))
-        if "verbose" in config and config.verbose is True:  # one line of results (after_test), not a table
+        if config.get("verbose") is True:  # one line of results (after_test), not a table
             config.verbose = False
 
     def _parse_ckpt_path(self) -> None:
@@ -348,10 +346,9 @@ class ProjectCLI(LightningCLI):
 
     def after_validate(self) -> None:
         """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
-        stage = "validate" if self.subcommand == "validate" else "test"
         metrics = sorted((k, float(v)) for k, v in self.trainer.callback_metrics.items() if v.numel() == 1)
         if self.trainer.is_global_zero and metrics and not self._config().get("verbose"):
-            print(f"{stage}: " + "  ".join(f"{key}={value:.4f}" for key, value in metrics))
+            print(f"{self.subcommand}: " + "  ".join(f"{key}={value:.4f}" for key, value in metrics))
 
     after_test = after_validate
 
@@ -400,10 +397,8 @@ def idle(callback: Callback, trainer: Trainer) -> bool:
         return trainer.world_size < 2
     if isinstance(callback, HealthCheck):
         return not callback.active
-    return (
-        isinstance(callback, (CompileModel, MemoryMonitor, TrainingMonitor, Interruption))
-        and not callback.enabled
-    )
+    switchable = (CompileModel, MemoryMonitor, TrainingMonitor, Interruption)
+    return isinstance(callback, switchable) and not callback.enabled
 
 
 #: The engine's callbacks, each a config group of its own.

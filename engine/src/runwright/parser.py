@@ -42,7 +42,11 @@ def did_you_mean(options: list[str]) -> str:
 
 
 class UnknownKey(KeyError):
-    """A key a parser does not take; ``args[0]`` is the one line that names it (:meth:`Parser.validate`)."""
+    """A key a parser does not take: ``key`` (dotted), the keys it does take, the ``--config`` files read."""
+
+    def __init__(self, key: str, choices: list[str], files: list[Path]) -> None:
+        super().__init__(key)
+        self.key, self.choices, self.files = key, choices, files
 
 
 def file_with(key: str, files: Iterable[Path]) -> Path | None:
@@ -149,7 +153,9 @@ def explain(
     at = f" (in {reading})" if reading else ""
     while error is not None:
         if isinstance(error, UnknownKey):
-            return str(error.args[0])
+            where = file_with(error.key, error.files) or reading
+            there = f" (in {where})" if where else ""
+            return f"unknown key `{error.key}`{there}{did_you_mean(closest(error.key, error.choices))}"
         if isinstance(error, AttributeError) and isinstance(error.obj, ModuleType) and error.name:
             module = error.obj.__name__
             names = [  # (its classes and functions, not its submodules; compared without the module)
@@ -218,8 +224,7 @@ class Parser(RecordsUnrecognized):
         return self._cached_defaults[0].clone()
 
     def validate(self, namespace: Namespace, *args: Any, **kwargs: Any) -> None:
-        """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`: the key, the
-        ``--config`` file that sets it (else the one being read), the closest key the parser takes."""
+        """jsonargparse's check; a key this parser does not take raises :class:`UnknownKey`."""
         try:
             super().validate(namespace, *args, **kwargs)
         except KeyError as error:
@@ -228,13 +233,12 @@ class Parser(RecordsUnrecognized):
             unknown = [key for key in given if key not in known and not in_class(key, namespace)]
             if not unknown:
                 raise
-            prefix = unknown[0].partition(".")[0] + "." if "subcommand" in namespace else ""
-            key = unknown[0].removeprefix(prefix)
+            key = unknown[0]
+            prefix = key.partition(".")[0] + "." if "subcommand" in namespace else ""
             files = [file for file in known.get(f"{prefix}config") or [] if file is not None]
             dests = [action.dest for action in self._actions]  # (a list item's namespace has no defaults)
-            close = did_you_mean(closest(key, [choice.removeprefix(prefix) for choice in keys] + dests))
-            where = file_with(key, files) or self.reading
-            raise UnknownKey(f"unknown key `{key}`{f' (in {where})' if where else ''}{close}") from error
+            choices = [choice.removeprefix(prefix) for choice in keys] + dests
+            raise UnknownKey(key.removeprefix(prefix), choices, files) from error
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         """:func:`explain`'s one line, else jsonargparse's message on one line (its lines joined)."""
