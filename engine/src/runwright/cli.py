@@ -359,19 +359,12 @@ class ProjectCLI(LightningCLI):
         if not trainer.is_global_zero:
             return
         if trainer.global_step == (int(self.checkpoint["global_step"]) if self.checkpoint else 0):
-            max_epochs = -1 if trainer.max_epochs is None else trainer.max_epochs
-            limits = {
-                "max_steps": (trainer.max_steps, trainer.global_step),
-                "max_epochs": (max_epochs, trainer.current_epoch),
-            }
-            reached = [
-                f"--trainer.{key}={value}" for key, (value, now) in limits.items() if 0 <= value <= now
-            ]
-            rest = (
-                f"already reached {reached[0]}; give a larger value to train on."
-                if reached
-                else "had no training batch (see --trainer.limit_train_batches and the training data)."
-            )
+            steps, epochs = trainer.max_steps, -1 if trainer.max_epochs is None else trainer.max_epochs
+            reached = [f"--trainer.max_steps={steps}"] if 0 <= steps <= trainer.global_step else []
+            reached += [f"--trainer.max_epochs={epochs}"] if 0 <= epochs <= trainer.current_epoch else []
+            rest = "had no training batch (see --trainer.limit_train_batches and the training data)."
+            if reached:
+                rest = f"already reached {reached[0]}; give a larger value to train on."
             at = f"current_epoch={trainer.current_epoch}, global_step={trainer.global_step}"
             print(f"Nothing trained: {'the checkpoint' if self.checkpoint else 'the run'} ({at}) {rest}")
         print(f"Run folder: {run_dir}")

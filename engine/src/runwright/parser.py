@@ -29,11 +29,9 @@ from .private import RecordsUnrecognized, instance_typed, rejected_class, unreso
 def closest(name: str, choices: Iterable[str]) -> list[str]:
     """The choice closest to ``name`` (difflib's ratio at least 0.6, ignoring case: `Adamw` is `AdamW`),
     with any that differ from it only in case; ``[]`` if none is close."""
-    by_lower: dict[str, list[str]] = {}
-    for choice in dict.fromkeys(choices):  # (once each, in order)
-        by_lower.setdefault(choice.lower(), []).append(choice)
-    match = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
-    return by_lower[match[0]] if match else []
+    unique = list(dict.fromkeys(choices))  # (once each, in order)
+    match = difflib.get_close_matches(name.lower(), [choice.lower() for choice in unique], n=1)
+    return [choice for choice in unique if match and choice.lower() == match[0]]
 
 
 def did_you_mean(options: list[str]) -> str:
