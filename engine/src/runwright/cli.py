@@ -212,7 +212,7 @@ class ProjectCLI(LightningCLI):
         """Parse the config. With ``--ckpt_path`` (a file, or ``best``/``last``), read the checkpoint once
         (honouring ``--weights_only``) and parse again with its run (model, data and engine settings,
         :func:`~runwright.runs.saved_run`) as the first ``--config`` (after the default config files, before
-        everything given). Resolve ``--init_from`` to a file."""
+        everything given). Resolve ``--init_from`` to a file (a ``ConfigError`` with ``--ckpt_path``)."""
         for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; errors show it
             if " [options] " in subparser.prog:
                 subparser.prog = f"python -m {self.package} {subparser.prog.rsplit(' ', 1)[-1]}"
@@ -255,8 +255,9 @@ class ProjectCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Choose the run folder, build the model, the data and the trainer with the loggers, checkpoints
         and ``default_root_dir`` pointed at it (in a copy of the config: ``config.yaml`` names no run
-        folder), then check the run (:func:`~runwright.checks.check_run`). A class that rejects its
-        arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
+        folder), then check the run (:func:`~runwright.checks.check_run`; a continued run's loggers:
+        :func:`~runwright.checks.check_logger`) and load the ``--init_from`` weights that fit. A class that
+        rejects its arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
         config = self._config()
         run_config = self.config.clone()
         run = self._config(run_config)
