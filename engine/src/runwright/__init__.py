@@ -26,12 +26,10 @@ else:
     _LAZY = {"ProjectCLI": ".cli", "main": ".cli", "config_files": ".project"}
 
     def __getattr__(name: str) -> Any:
-        """The :data:`_LAZY` name ``name``, imported from its module."""
+        """The :data:`_LAZY` name ``name``, imported from its module (``sys.modules`` keeps it)."""
         if name not in _LAZY:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
 
 
 __all__ = [

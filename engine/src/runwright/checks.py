@@ -12,9 +12,8 @@ import yaml
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.callbacks import WeightAveraging
-from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_warn
 
-from .checkpointing import load_matching_weights
 from .errors import CheckpointError, ConfigError
 from .runs import DATA_LINKS, class_of
 
@@ -29,32 +28,23 @@ def check_run(
     model: LightningModule,
     datamodule: Any,
     trainer: Trainer,
-    *,
-    fitting: bool,
     checkpoint: dict[str, Any] | None,
-    init_checkpoint: dict[str, Any] | None,
-    continued: Path | None,
+    fitting: bool,
 ) -> None:
     """Check a built run: its parsed ``config`` (of the subcommand) against the parser's ``defaults``, its
-    ``model``, ``datamodule`` (or ``None``) and ``trainer``, the ``checkpoint`` of ``--ckpt_path`` (checked
-    as a resume when ``fitting``), the ``init_checkpoint`` of ``--init_from`` and the run folder it
-    ``continued`` (``None``: a new run); then load the ``--init_from`` weights that fit.
+    ``model``, ``datamodule`` (or ``None``) and ``trainer``, and the ``checkpoint`` of ``--ckpt_path``
+    (checked as a resume when ``fitting``).
 
     Raises:
-        ConfigError: SyncBatchNorm without CUDA; ``--init_from`` with ``--ckpt_path``; a linked model
-            argument given against its DataModule; ``fit --ckpt_path`` that switches weight averaging on
-            or off or gives other optimizer or scheduler settings than the checkpoint's.
+        ConfigError: SyncBatchNorm without CUDA; a linked model argument given against its DataModule;
+            ``fit --ckpt_path`` that switches weight averaging on or off or gives other optimizer or
+            scheduler settings than the checkpoint's.
         CheckpointError: the ``--ckpt_path`` checkpoint does not fit the model.
     """
     if config.trainer.get("sync_batchnorm") and not torch.cuda.is_available():
         raise ConfigError(
             "trainer.sync_batchnorm=true needs CUDA GPUs (torch.nn.SyncBatchNorm does not run on CPU). Fix: "
             "drop --trainer.sync_batchnorm on CPU, or run on GPUs with --config configs/trainer/ddp_gpu.yaml."
-        )
-    if init_checkpoint is not None and config.get("ckpt_path") is not None:
-        raise ConfigError(
-            "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, schedule, epoch); "
-            "--init_from starts a new run from its weights only"
         )
     for target, source in DATA_LINKS.items():  # a value given (not the default) that the link replaces
         key, attribute = f"model.init_args.{target}", source.partition("[")[0]
@@ -67,27 +57,26 @@ def check_run(
                 f"model.{target}={given!r} is linked: it is set from the DataModule's {source} ({value!r}), "
                 "so the value given would be replaced. Remove it; change the DataModule instead."
             )
-    if checkpoint is not None:
-        check_state_dict_fits(model.state_dict(), checkpoint, config.ckpt_path, type(model).__name__)
-        if fitting:
-            callbacks = trainer.callbacks  # type: ignore[attr-defined]
-            check_resume(
-                config, checkpoint, [type(c).__name__ for c in callbacks if isinstance(c, WeightAveraging)]
-            )
-    else:  # (a run from a checkpoint has the checkpoint's classes, not the defaults')
+    if checkpoint is None:  # (a run from a checkpoint has the checkpoint's classes, not the defaults')
         warn_carried_over(config, defaults)
-    if init_checkpoint is not None:
-        rank_zero_only(print)(load_matching_weights(model, init_checkpoint, config.init_from), flush=True)
-    if continued:
-        saved = yaml.safe_load((continued / "config.yaml").read_text()) or {}
-        before, now = (class_names((c.get("trainer") or {}).get("logger")) for c in (saved, config))
-        if before != now:
-            rank_zero_warn(
-                f"continuing {continued.name}, which logged with {before or 'no logger'}, with "
-                f"{now or 'no logger'}: the logger comes from this command's config. Pass the run's logger "
-                "config again (e.g. --config configs/logger/tensorboard.yaml) to log where the run did.",
-                stacklevel=5,
-            )
+        return
+    check_state_dict_fits(model.state_dict(), checkpoint, config.ckpt_path, type(model).__name__)
+    if fitting:
+        averaging = [type(c).__name__ for c in trainer.callbacks if isinstance(c, WeightAveraging)]  # type: ignore[attr-defined]
+        check_resume(config, checkpoint, averaging)
+
+
+def check_logger(run_dir: Path, config: Namespace) -> None:
+    """Warn when the run continued in ``run_dir`` logs with other loggers than its ``config.yaml`` names."""
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    before, now = (class_names((c.get("trainer") or {}).get("logger")) for c in (saved, config))
+    if before != now:
+        rank_zero_warn(
+            f"continuing {run_dir.name}, which logged with {before or 'no logger'}, with "
+            f"{now or 'no logger'}: the logger comes from this command's config. Pass the run's logger "
+            "config again (e.g. --config configs/logger/tensorboard.yaml) to log where the run did.",
+            stacklevel=5,
+        )
 
 
 def class_names(value: Any) -> list[str]:

@@ -41,6 +41,7 @@ from .checkpointing import (
     EarlyStoppingMonitorCheck,
     LastCheckpoint,
     load_checkpoint,
+    load_matching_weights,
 )
 from .console import quiet_console
 from .errors import ConfigError, FileSystemError, ProjectError, TrainingInterrupted, file_system_error
@@ -96,21 +97,16 @@ class ProjectCLI(LightningCLI):
         first = argv[0] if isinstance(argv, list) and argv else None
         self.running = first if run and first in ALL_SUBCOMMANDS else None  # only its parser is built
         prog = f"python -m {package}"
-        defaults = [str(path) for path in self.default_config_files()]
-        parser_kwargs: dict[str, Any] = {
-            "prog": prog,
-            "epilog": EPILOG,
-            "allow_abbrev": False,  # --trainer.max_epoch=2 (a typo) must fail, not set max_epochs
-            "usage": f"{prog} " + ("{" + ",".join(ALL_SUBCOMMANDS) + "} " if run else "") + "[options]",
-        }
-        if not run:
-            parser_kwargs["default_config_files"] = defaults
-        for name in self.subcommands() if run else ():
-            parser_kwargs[name] = {"default_config_files": defaults, "usage": f"{prog} {name} [options]"}
-        kwargs = {"model_class": LightningModule, "datamodule_class": None, **kwargs}  # (data optional)
+        usage = f"{prog} " + ("{" + ",".join(ALL_SUBCOMMANDS) + "} " if run else "") + "[options]"
+        files: dict[str, Any] = {"default_config_files": [str(path) for path in self.default_config_files()]}
+        if run:  # (each subcommand's parser reads them)
+            files = {name: {**files, "usage": f"{prog} {name} [options]"} for name in self.subcommands()}
+        # allow_abbrev: --trainer.max_epoch=2 (a typo) must fail, not set max_epochs
+        common = {"prog": prog, "epilog": EPILOG, "allow_abbrev": False, "usage": usage}
+        kwargs["parser_kwargs"] = {**common, **files, **(kwargs.get("parser_kwargs") or {})}
+        kwargs = {"model_class": LightningModule, "datamodule_class": None, "parser_class": Parser, **kwargs}
+        kwargs.setdefault("save_config_callback", runs.SaveConfig)  # (data optional: no datamodule_class)
         kwargs.update(subclass_mode_model=True, subclass_mode_data=True, auto_configure_optimizers=False)
-        kwargs = {"save_config_callback": runs.SaveConfig, "parser_class": Parser, **kwargs}
-        kwargs["parser_kwargs"] = {**parser_kwargs, **(kwargs.get("parser_kwargs") or {})}
         self.parsers: list[LightningArgumentParser] = []
         self.checkpoint: dict[str, Any] | None = None
         self.init_checkpoint: dict[str, Any] | None = None  # fit --init_from: weights only
@@ -159,11 +155,10 @@ class ProjectCLI(LightningCLI):
         if isinstance(error, Exception):
             compiling = hasattr(self, "config") and bool(self._config().get("compile.enabled"))
             problem = one_line(error, compiling, getattr(self, "run_dir", None))
-            if problem is not None:
-                stopped = (FileSystemError, TrainingInterrupted)
-                discard = problem.exit_code == 2 or isinstance(problem, stopped)
-            else:
+            if problem is None:
                 discard = building and not isinstance(error, OSError)
+            else:
+                discard = problem.exit_code == 2 or isinstance(problem, FileSystemError | TrainingInterrupted)
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
         if self._lock is not None:
@@ -217,7 +212,7 @@ class ProjectCLI(LightningCLI):
         """Parse the config. With ``--ckpt_path`` (a file, or ``best``/``last``), read the checkpoint once
         (honouring ``--weights_only``) and parse again with its run (model, data and engine settings,
         :func:`~runwright.runs.saved_run`) as the first ``--config`` (after the default config files, before
-        everything given). Resolve ``--init_from`` to a file."""
+        everything given). Resolve ``--init_from`` to a file (a ``ConfigError`` with ``--ckpt_path``)."""
         for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; errors show it
             if " [options] " in subparser.prog:
                 subparser.prog = f"python -m {self.package} {subparser.prog.rsplit(' ', 1)[-1]}"
@@ -241,12 +236,17 @@ class ProjectCLI(LightningCLI):
             config = self._config()
             fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)
             if config.get("init_from") is not None and fitting:
+                if config.get("ckpt_path") is not None:
+                    raise ConfigError(
+                        "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, "
+                        "schedule, epoch); --init_from starts a new run from its weights only"
+                    )
                 path = runs.resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
         except ProjectError as error:
             (private.subcommand_parser(self) or parser).error(str(error))
-        if "verbose" in config and config.verbose is True:  # one line of results (after_test), not a table
+        if config.get("verbose") is True:  # one line of results (after_test), not a table
             config.verbose = False
 
     def _parse_ckpt_path(self) -> None:
@@ -255,8 +255,9 @@ class ProjectCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         """Choose the run folder, build the model, the data and the trainer with the loggers, checkpoints
         and ``default_root_dir`` pointed at it (in a copy of the config: ``config.yaml`` names no run
-        folder), then check the run (:func:`~runwright.checks.check_run`). A class that rejects its
-        arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
+        folder), then check the run (:func:`~runwright.checks.check_run`; a continued run's loggers:
+        :func:`~runwright.checks.check_logger`) and load the ``--init_from`` weights that fit. A class that
+        rejects its arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
         config = self._config()
         run_config = self.config.clone()
         run = self._config(run_config)
@@ -272,9 +273,8 @@ class ProjectCLI(LightningCLI):
             for callback in (run.checkpoint, run.last_checkpoint):
                 callback.dirpath = callback.dirpath or str(self.run_dir / "checkpoints")
         parser = private.subcommand_parser(self) or self.parser
-        for target, source in (
-            runs.linked_arguments(runs.class_of(run.model.class_path)).items() if run.get("data") else ()
-        ):
+        links = runs.linked_arguments(runs.class_of(run.model.class_path)) if run.get("data") else {}
+        for target, source in links.items():
             first = (lambda dims: int(dims[0])) if source.endswith("[0]") else None
             parser.link_arguments(
                 f"data.{source.removesuffix('[0]')}", f"model.init_args.{target}", first, "instantiate"
@@ -284,27 +284,24 @@ class ProjectCLI(LightningCLI):
             self.config_init = self.parser.instantiate(run_config)
             init = self._config(self.config_init)
             self.datamodule, self.model = init.get("data"), init.get("model")
-            default_clip = init.trainer.get("gradient_clip_val") == self.defaults.get(
-                "trainer.gradient_clip_val"
-            )
-            if not self.model.automatic_optimization and default_clip:  # (manual optimization clips itself)
+            clip = "trainer.gradient_clip_val"  # (manual optimization clips itself: none by default)
+            if not self.model.automatic_optimization and init.get(clip) == self.defaults.get(clip):
                 init.trainer.gradient_clip_val = None
             self.trainer = self.instantiate_trainer()
         except (ValueError, TypeError, ImportError, MisconfigurationException) as error:
             if isinstance(error, ProjectError):
                 raise
             raise build_problem(error, run.trainer.logger) from error
+        fitting = self.subcommand == "fit"
         checks.check_run(
-            config,
-            self.defaults,
-            self.model,
-            self.datamodule,
-            self.trainer,
-            fitting=self.subcommand == "fit",
-            checkpoint=self.checkpoint,
-            init_checkpoint=self.init_checkpoint,
-            continued=self.run_dir if self.continued else None,
+            config, self.defaults, self.model, self.datamodule, self.trainer, self.checkpoint, fitting
         )
+        if self.init_checkpoint is not None:
+            rank_zero_only(print)(
+                load_matching_weights(self.model, self.init_checkpoint, config.init_from), flush=True
+            )
+        if self.continued:
+            checks.check_logger(self.run_dir, config)
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The trainer with the progress display, the provenance record, DDP-exact evaluation, the
@@ -331,9 +328,8 @@ class ProjectCLI(LightningCLI):
         self.metrics_csv = runs.metrics_csv(trainer, Path(trainer.default_root_dir))
         slurm.stop_on_usr1()
         if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
-            trainer.strategy.checkpoint_io = AtomicCheckpointIO(
-                callback_states=self.subcommand in (None, "fit")
-            )
+            fitting = self.subcommand in (None, "fit")
+            trainer.strategy.checkpoint_io = AtomicCheckpointIO(callback_states=fitting)
         return trainer
 
     def after_instantiate_classes(self) -> None:
@@ -351,10 +347,9 @@ class ProjectCLI(LightningCLI):
 
     def after_validate(self) -> None:
         """Print the results in one line, 4 decimals (a metric of 1.0000001 reads 1.0000)."""
-        stage = "validate" if self.subcommand == "validate" else "test"
         metrics = sorted((k, float(v)) for k, v in self.trainer.callback_metrics.items() if v.numel() == 1)
         if self.trainer.is_global_zero and metrics and not self._config().get("verbose"):
-            print(f"{stage}: " + "  ".join(f"{key}={value:.4f}" for key, value in metrics))
+            print(f"{self.subcommand}: " + "  ".join(f"{key}={value:.4f}" for key, value in metrics))
 
     after_test = after_validate
 
@@ -365,22 +360,14 @@ class ProjectCLI(LightningCLI):
         if not trainer.is_global_zero:
             return
         if trainer.global_step == (int(self.checkpoint["global_step"]) if self.checkpoint else 0):
-            limits = [("max_steps", trainer.max_steps, trainer.global_step)]
-            limits.append(
-                (
-                    "max_epochs",
-                    -1 if trainer.max_epochs is None else trainer.max_epochs,
-                    trainer.current_epoch,
-                )
-            )
-            reached = [f"--trainer.{key}={value}" for key, value, now in limits if 0 <= value <= now]
+            steps, epochs = trainer.max_steps, -1 if trainer.max_epochs is None else trainer.max_epochs
+            reached = [f"--trainer.max_steps={steps}"] if 0 <= steps <= trainer.global_step else []
+            reached += [f"--trainer.max_epochs={epochs}"] if 0 <= epochs <= trainer.current_epoch else []
+            rest = "had no training batch (see --trainer.limit_train_batches and the training data)."
+            if reached:
+                rest = f"already reached {reached[0]}; give a larger value to train on."
             at = f"current_epoch={trainer.current_epoch}, global_step={trainer.global_step}"
-            rest = (
-                f" already reached {reached[0]}; give a larger value to train on."
-                if reached
-                else " had no training batch (see --trainer.limit_train_batches and the training data)."
-            )
-            print(f"Nothing trained: {'the checkpoint' if self.checkpoint else 'the run'} ({at}){rest}")
+            print(f"Nothing trained: {'the checkpoint' if self.checkpoint else 'the run'} ({at}) {rest}")
         print(f"Run folder: {run_dir}")
         slurm.mark_finished(run_dir, trainer)
         best = next((cb for cb in trainer.callbacks if isinstance(cb, BestCheckpoint)), None)  # type: ignore[attr-defined]
@@ -400,14 +387,12 @@ def idle(callback: Callback, trainer: Trainer) -> bool:
     """Whether an engine callback would do nothing in ``trainer``'s run, which then goes without it: one
     switched off (``enabled=False``; a health check with every check disabled), or the DDP evaluation in
     one process."""
-    if isinstance(callback, HealthCheck):
-        return not callback.active
     if isinstance(callback, DistributedEvaluation):
         return trainer.world_size < 2
-    return (
-        isinstance(callback, (CompileModel, MemoryMonitor, TrainingMonitor, Interruption))
-        and not callback.enabled
-    )
+    if isinstance(callback, HealthCheck):
+        return not callback.active
+    switchable = (CompileModel, MemoryMonitor, TrainingMonitor, Interruption)
+    return isinstance(callback, switchable) and not callback.enabled
 
 
 #: The engine's callbacks, each a config group of its own.
@@ -423,31 +408,15 @@ GROUPS = {
 }
 
 
-#: Commands that are not Trainer methods: name -> (module with a ``main(args, package)``, one-line help,
-#: the engine's extra it needs or ``None``).
+#: Commands that are not Trainer methods: name -> (its module under ``runwright.commands``, with a
+#: ``main(args, package)``; one-line help; the engine's extra it needs or ``None``).
 EXTRA_COMMANDS: dict[str, tuple[str, str, str | None]] = {
-    "export": (
-        "runwright.commands.export",
-        "write the model as ONNX/TorchScript/torch.export, check it",
-        None,
-    ),
-    "report": (
-        "runwright.commands.report",
-        "PNG plots (curves, LR, memory, confusion matrix) of a run",
-        "plots",
-    ),
-    "lr_find": ("runwright.commands.tune", "LR range test: suggested LR, loss-vs-LR plot, a config", "plots"),
-    "scale_batch_size": (
-        "runwright.commands.tune",
-        "largest batch size that fits, and a config to use",
-        None,
-    ),
-    "sweep": ("runwright.commands.sweep", "hyperparameter search (Optuna), each trial a fit run", "sweep"),
-    "submit": (
-        "runwright.commands.submit",
-        "run a command as a SLURM job (--dry_run: print its script)",
-        None,
-    ),
+    "export": ("export", "write the model as ONNX/TorchScript/torch.export, check it", None),
+    "report": ("report", "PNG plots (curves, LR, memory, confusion matrix) of a run", "plots"),
+    "lr_find": ("tune", "LR range test: suggested LR, loss-vs-LR plot, a config", "plots"),
+    "scale_batch_size": ("tune", "largest batch size that fits, and a config to use", None),
+    "sweep": ("sweep", "hyperparameter search (Optuna), each trial a fit run", "sweep"),
+    "submit": ("submit", "run a command as a SLURM job (--dry_run: print its script)", None),
 }
 
 EPILOG = "More commands (each has --help): " + "; ".join(f"{k}: {v[1]}" for k, v in EXTRA_COMMANDS.items())
@@ -491,19 +460,22 @@ def main(args: ArgsType = None, *, package: str | None) -> None:
                 raise ConfigError(f"no command `{command}`{close} (the commands: {', '.join(commands)})")
             if command in EXTRA_COMMANDS:
                 check_extra(command)
-                importlib.import_module(EXTRA_COMMANDS[command][0]).main(words, package)
+                importlib.import_module(f"runwright.commands.{EXTRA_COMMANDS[command][0]}").main(
+                    words, package
+                )
                 return
             ProjectCLI(args=args, package=package)
-        except (ProjectError, SIGTERMException) as error:
-            shared = isinstance(error, (ConfigError, TrainingInterrupted, SIGTERMException))
+        except (ProjectError, SIGTERMException, OSError) as error:
+            # (a DataError is a ProjectError first; another OSError, e.g. export's or report's files)
+            problem = (
+                error if isinstance(error, (ProjectError, SIGTERMException)) else file_system_error(error)
+            )
+            if problem is None:
+                raise
+            shared = isinstance(problem, (ConfigError, TrainingInterrupted, SIGTERMException))
             if shared and getattr(rank_zero_only, "rank", 0) > 0:
                 sys.exit(0)  # rank 0 reports it (see above)
-            if isinstance(error, SIGTERMException):
+            if isinstance(problem, SIGTERMException):
                 sys.exit(143)
-            print(f"error: {error}", file=sys.stderr, flush=True)
-            sys.exit(error.exit_code)
-        except OSError as error:  # (a DataError is a ProjectError first) e.g. export's or report's files
-            if (fault := file_system_error(error)) is None:
-                raise
-            print(f"error: {fault}", file=sys.stderr, flush=True)
-            sys.exit(fault.exit_code)
+            print(f"error: {problem}", file=sys.stderr, flush=True)
+            sys.exit(problem.exit_code)

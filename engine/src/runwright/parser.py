@@ -29,11 +29,9 @@ from .private import RecordsUnrecognized, instance_typed, rejected_class, unreso
 def closest(name: str, choices: Iterable[str]) -> list[str]:
     """The choice closest to ``name`` (difflib's ratio at least 0.6, ignoring case: `Adamw` is `AdamW`),
     with any that differ from it only in case; ``[]`` if none is close."""
-    by_lower: dict[str, list[str]] = {}
-    for choice in dict.fromkeys(choices):  # (once each, in order)
-        by_lower.setdefault(choice.lower(), []).append(choice)
-    match = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
-    return by_lower[match[0]] if match else []
+    unique = list(dict.fromkeys(choices))  # (once each, in order)
+    match = difflib.get_close_matches(name.lower(), [choice.lower() for choice in unique], n=1)
+    return [choice for choice in unique if match and choice.lower() == match[0]]
 
 
 def did_you_mean(options: list[str]) -> str:
@@ -168,19 +166,19 @@ def explain(
         if unresolved := unresolved_class_name(error):
             name, bases, paths = unresolved
             kinds = [base.__name__ for base in bases]
-            by_name: dict[str, list[str]] = {}  # short name -> class paths (several: a name to avoid)
-            for path in paths:
-                by_name.setdefault(path.rpartition(".")[2], []).append(path)
             mirrors = [mirror for base in bases if (mirror := twin(base, LIGHTNING, STANDALONE))]
             if (found := subclass_named(name, mirrors)) is not None:  # (a pytorch_lightning class)
                 return not_a_subclass(found, bases, at)
-            names = [short for short in by_name if short not in kinds]  # (not the base class itself)
-            suggested: list[str] = []  # the short name, or its class paths when several classes have it
-            for short in closest(name, names):
-                suggested += [short] if len(by_name[short]) == 1 else by_name[short]
-            close = did_you_mean(suggested)
-            kind = " or ".join(kinds)
-            return f"no {kind} subclass is named `{name}`{at}{close or MODULE_PATH}"
+            shorts = [path.rpartition(".")[2] for path in paths]
+            near = closest(name, [short for short in shorts if short not in kinds])  # (not the base itself)
+            suggested = [  # the short name, or its class paths when several classes have it
+                path if shorts.count(short) > 1 else short
+                for short in near
+                for path, own in zip(paths, shorts, strict=True)
+                if own == short
+            ]
+            close_or_fix = did_you_mean(suggested) or MODULE_PATH
+            return f"no {' or '.join(kinds)} subclass is named `{name}`{at}{close_or_fix}"
         if (typed := instance_typed(error, tuple(CALLABLES_OF))) is not None:
             kind = next(name for base, name in CALLABLES_OF.items() if issubclass(typed, base))
             return (

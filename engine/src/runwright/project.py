@@ -28,8 +28,11 @@ EXTRAS = {
 }
 
 
-def package_dir(package: str) -> Path:
-    """Import ``package`` (its ``__init__.py`` imports the user's classes) and return its folder.
+def config_files(package: str) -> list[Path]:
+    """The default config files of ``package``'s runs, in the order they are loaded: the engine's
+    ``defaults.yaml``, then ``<package>/configs/default.yaml`` (the experiment) and
+    ``<package>/configs/logger.yaml`` (the default logger), each only if it exists. Importing ``package``
+    imports the user's classes (its ``__init__.py``).
 
     Raises:
         ConfigError: the package cannot be imported.
@@ -42,14 +45,7 @@ def package_dir(package: str) -> Path:
         raise ConfigError(
             f"package {package!r} is not importable: install the repo (pip install -e .) or run from its root"
         ) from None
-    return Path(str(module.__file__)).resolve().parent
-
-
-def config_files(package: str) -> list[Path]:
-    """The default config files of ``package``'s runs, in the order they are loaded: the engine's
-    ``defaults.yaml``, then ``<package>/configs/default.yaml`` (the experiment) and
-    ``<package>/configs/logger.yaml`` (the default logger), each only if it exists."""
-    folder = package_dir(package) / "configs"
+    folder = Path(str(module.__file__)).resolve().parent / "configs"
     return [
         ENGINE_DEFAULTS,
         *(path for path in (folder / "default.yaml", folder / "logger.yaml") if path.is_file()),
