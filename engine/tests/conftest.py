@@ -49,6 +49,7 @@ def _process_state() -> dict[str, object]:
         "environment variables": {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
         "warning filters": list(warnings.filters),
         "an open W&B run": getattr(wandb, "run", None),
+        "a DDP process group": "torch" in sys.modules and sys.modules["torch"].distributed.is_initialized(),
         "signal handlers": (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)),
         "logging levels": {
             name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric")
@@ -77,6 +78,8 @@ def no_leaked_state(first_imports: None) -> Iterator[None]:
         removed = [f for f in before["warning filters"] if f not in after["warning filters"]]  # type: ignore[attr-defined]
         leaked[leaked.index("warning filters")] = f"warning filters (added {added}, removed {removed})"
         warnings.filters[:] = before["warning filters"]  # type: ignore[index]
+    if after["a DDP process group"]:
+        sys.modules["torch"].distributed.destroy_process_group()
     if after["an open W&B run"] is not None:
         after["an open W&B run"].finish()  # type: ignore[attr-defined]
     if leaked:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from support import FAST, RunCLI, run_dirs, run_module
 
 DDP = [
@@ -72,6 +73,13 @@ def test_two_process_test_and_predict_equal_one_process_and_count_each_sample_on
     assert [float(r["prob"]) for r in two_rows] == pytest.approx(
         [float(r["prob"]) for r in one_rows], abs=1e-6
     )
+
+
+def test_a_command_closes_its_process_group(run_cli: RunCLI) -> None:
+    """A command of the DDP strategy (here one process, in-process) ends with its process group closed:
+    a gloo group left to the interpreter's exit aborts the process at random (exit -6 after the results)."""
+    run_cli("test", "--trainer.strategy=ddp", "--trainer.devices=1", "--trainer.accelerator=cpu")
+    assert not torch.distributed.is_initialized()
 
 
 @pytest.mark.slow
