@@ -4,10 +4,12 @@ did and what must hold)."""
 from __future__ import annotations
 
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from conftest import RunCLI
+from support import kept_environ
 
 
 def test_a_resume_after_a_deleted_record_overwrites_no_other_record(
@@ -25,3 +27,16 @@ def test_a_resume_after_a_deleted_record_overwrites_no_other_record(
     assert {name: (run / name).read_bytes() for name in before} == before
     for stem in ("config", "provenance"):
         assert len(list(run.glob(f"{stem}*.yaml"))) == 3, sorted(p.name for p in run.glob(f"{stem}*.yaml"))
+
+
+def test_a_model_that_optimizes_by_hand_gets_no_warning_about_scheduler_keys(
+    run_cli: RunCLI,
+) -> None:
+    """A manual-optimization model with the default warmup-cosine schedule trains without Lightning's
+    warning that its lr scheduler dict has keys it ignores (the engine's own ``monitor``, which only a
+    ReduceLROnPlateau reads): the user set nothing to be warned about."""
+    with kept_environ(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cli = run_cli("fit", "--model=helpers.ManualClassifier")
+    assert cli.trainer.global_step == 2
+    assert not [str(w.message) for w in caught if "lr scheduler dict contains the key" in str(w.message)]
