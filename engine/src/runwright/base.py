@@ -195,10 +195,11 @@ class BaseModule(LightningModule):
                 f"model.optimizer / model.lr_scheduler: {error}. Fix the value in the config or on the "
                 "command line (e.g. --model.optimizer.init_args.lr=0.001)."
             ) from error
-        plateau = isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)  # (it reads `monitor`)
-        interval = "step" if sized else "epoch" if plateau else self.lr_scheduler_interval
+        interval = "step" if sized else self.lr_scheduler_interval
         config: LRSchedulerConfigType = {"scheduler": scheduler, "interval": interval}
-        return {"optimizer": optimizer, "lr_scheduler": {**config, "monitor": self.lr_scheduler_monitor}}
+        if isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+            config["monitor"], config["interval"] = self.lr_scheduler_monitor, "epoch"
+        return {"optimizer": optimizer, "lr_scheduler": config}
 
 
 def sized_in_steps(scheduler: Callable[..., Any] | None) -> bool:

@@ -137,10 +137,11 @@ def read_yaml(path: Path) -> Any:
 
 def record_name(folder: Path, name: str) -> str:
     """The file name of a run's record (``config.yaml``, ``provenance.yaml``) in its run folder ``folder``:
-    ``name``, or in a continued run, which keeps the first, ``<stem>.resume-<n>.yaml`` (``n`` = 1, 2, ...)."""
+    ``name``, or in a continued run, which keeps the first, the first free ``<stem>.resume-<n>.yaml``
+    (``n`` = 1, 2, ...; a record deleted by hand is not overwritten by the next but one)."""
     stem = name.removesuffix(".yaml")
-    n = len(list(folder.glob(f"{stem}.*yaml")))
-    return f"{stem}.resume-{n}.yaml" if n else name
+    names = (f"{stem}.resume-{n}.yaml" if n else name for n in itertools.count())
+    return next(record for record in names if not (folder / record).exists())
 
 
 def run_dir_of(ckpt_path: str | Path) -> Path | None:
