@@ -8,8 +8,10 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import RunCLI
-from support import kept_environ
+from support import kept_environ, main
+from test_tuning import QUICK
 
 
 def test_a_resume_after_a_deleted_record_overwrites_no_other_record(
@@ -40,3 +42,25 @@ def test_a_model_that_optimizes_by_hand_gets_no_warning_about_scheduler_keys(
         cli = run_cli("fit", "--model=helpers.ManualClassifier")
     assert cli.trainer.global_step == 2
     assert not [str(w.message) for w in caught if "lr scheduler dict contains the key" in str(w.message)]
+
+
+def test_lr_find_from_weights_sets_a_given_checkpoint_aside(
+    fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lr_find --init_from <best> --ckpt_path <last>``: the tuner trains a new model, so it sets the
+    ``--ckpt_path`` aside with its note (as without ``--init_from``) and starts from the ``--init_from``
+    weights; the ``--init_from``/``--ckpt_path`` conflict of ``fit`` (a resume) does not apply to it."""
+    checkpoints = fitted() / "checkpoints"
+    capsys.readouterr()
+    main(
+        [
+            "lr_find",
+            *QUICK,
+            "--trainer.limit_train_batches=2",
+            f"--init_from={checkpoints / 'best.ckpt'}",
+            f"--ckpt_path={checkpoints / 'last.ckpt'}",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert f"lr_find does not use --ckpt_path={checkpoints / 'last.ckpt'}" in out
+    assert "--init_from: " in out and "Use it: " in out
