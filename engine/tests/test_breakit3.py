@@ -64,3 +64,16 @@ def test_lr_find_from_weights_sets_a_given_checkpoint_aside(
     out = capsys.readouterr().out
     assert f"lr_find does not use --ckpt_path={checkpoints / 'last.ckpt'}" in out
     assert "--init_from: " in out and "Use it: " in out
+
+
+def test_a_refused_resume_adds_no_record_to_the_run(fitted: Callable[..., Path]) -> None:
+    """``fit --ckpt_path last`` refused as bad input (an ``EarlyStopping`` monitor the model never logs:
+    exit 2, "nothing lost") leaves the continued run's folder as it was: no ``config.resume-1.yaml`` or
+    ``provenance.resume-1.yaml`` of a command that never trained (the next resume would take ``-2``)."""
+    run = fitted()
+    before = sorted(path.name for path in run.iterdir())
+    stop = "--trainer.callbacks=[{class_path: EarlyStopping, init_args: {monitor: val/accc}}]"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--trainer.max_epochs=2", "--trainer.limit_train_batches=2", stop, "--ckpt_path=last"])
+    assert exit_info.value.code == 2
+    assert sorted(path.name for path in run.iterdir()) == before
