@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import signal
 import time
 import warnings
@@ -16,7 +17,7 @@ import pytest
 import torch
 import yaml
 from lightning.pytorch import Trainer
-from support import FAST, RunCLI, hashes, metric_rows, run_dirs, run_main
+from support import FAST, RunCLI, hashes, main, metric_rows, run_dirs, run_main
 
 from runwright import runs
 from runwright.errors import TrainingInterrupted
@@ -573,3 +574,33 @@ def test_later_commands_rebuild_the_runs_engine_settings_and_warn_about_no_callb
         saved = yaml.safe_load((cli.run_dir / "config.yaml").read_text())
         assert saved["checkpoint"]["monitor"] == "val/loss" and saved["health"]["disable"] == ["label_shape"]
     assert not [str(w.message) for w in caught if "callbacks used to create the checkpoint" in str(w.message)]
+
+
+def test_a_resume_after_a_deleted_record_overwrites_no_other_record(
+    run_cli: RunCLI, fitted: Callable[..., Path]
+) -> None:
+    """A run resumed twice (``config.resume-1.yaml``, ``config.resume-2.yaml``) whose first resume's records
+    the user deleted resumes again: it writes a record under a free name and leaves every other record
+    byte for byte (it must not fail on, nor overwrite, ``*.resume-2.yaml``)."""
+    run = fitted()
+    for stem in ("config", "provenance"):  # as after two resumes and deleting the first one's records
+        shutil.copy(run / f"{stem}.yaml", run / f"{stem}.resume-2.yaml")
+    before = {path.name: path.read_bytes() for path in run.glob("*.yaml")}
+    cli = run_cli("fit", "--trainer.max_epochs=2", "--ckpt_path=last")
+    assert cli.run_dir == run
+    assert {name: (run / name).read_bytes() for name in before} == before
+    for stem in ("config", "provenance"):
+        assert len(list(run.glob(f"{stem}*.yaml"))) == 3, sorted(p.name for p in run.glob(f"{stem}*.yaml"))
+
+
+def test_a_refused_resume_adds_no_record_to_the_run(fitted: Callable[..., Path]) -> None:
+    """``fit --ckpt_path last`` refused as bad input (an ``EarlyStopping`` monitor the model never logs:
+    exit 2, "nothing lost") leaves the continued run's folder as it was: no ``config.resume-1.yaml`` or
+    ``provenance.resume-1.yaml`` of a command that never trained (the next resume would take ``-2``)."""
+    run = fitted()
+    before = sorted(path.name for path in run.iterdir())
+    stop = "--trainer.callbacks=[{class_path: EarlyStopping, init_args: {monitor: val/accc}}]"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--trainer.max_epochs=2", "--trainer.limit_train_batches=2", stop, "--ckpt_path=last"])
+    assert exit_info.value.code == 2
+    assert sorted(path.name for path in run.iterdir()) == before

@@ -4,12 +4,13 @@ and no data link writes a ``None`` into a model that lacks the argument."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from support import PLAIN_DATA, PLAIN_MODEL, RunCLI, metric_rows, run_dirs, run_main
+from support import PLAIN_DATA, PLAIN_MODEL, RunCLI, kept_environ, metric_rows, run_dirs, run_main
 
 PLAIN = [
     f"--model={PLAIN_MODEL}",
@@ -217,3 +218,16 @@ def test_without_validation_best_is_the_latest_epoch_and_fit_says_so_in_one_line
     best = Path(line.rpartition(": ")[2])
     assert torch.load(best, weights_only=True)["epoch"] == 1
     assert Path(run_cli("test", "--ckpt_path=best").trainer.ckpt_path).resolve() == best.resolve()
+
+
+def test_a_model_that_optimizes_by_hand_gets_no_warning_about_scheduler_keys(
+    run_cli: RunCLI,
+) -> None:
+    """A manual-optimization model with the default warmup-cosine schedule trains without Lightning's
+    warning that its lr scheduler dict has keys it ignores (the engine's own ``monitor``, which only a
+    ReduceLROnPlateau reads): the user set nothing to be warned about."""
+    with kept_environ(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cli = run_cli("fit", "--model=helpers.ManualClassifier")
+    assert cli.trainer.global_step == 2
+    assert not [str(w.message) for w in caught if "lr scheduler dict contains the key" in str(w.message)]

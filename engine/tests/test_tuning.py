@@ -240,3 +240,25 @@ def test_scale_batch_size_stops_at_the_training_split_and_its_command_reruns_the
     assert type(cli.model).__name__ == "TinyClassifier"
     assert cli.datamodule.batch_size == 128
     assert len(cli.datamodule.train_set) == 192
+
+
+def test_lr_find_from_weights_sets_a_given_checkpoint_aside(
+    fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lr_find --init_from <best> --ckpt_path <last>``: the tuner trains a new model, so it sets the
+    ``--ckpt_path`` aside with its note (as without ``--init_from``) and starts from the ``--init_from``
+    weights; the ``--init_from``/``--ckpt_path`` conflict of ``fit`` (a resume) does not apply to it."""
+    checkpoints = fitted() / "checkpoints"
+    capsys.readouterr()
+    main(
+        [
+            "lr_find",
+            *QUICK,
+            "--trainer.limit_train_batches=2",
+            f"--init_from={checkpoints / 'best.ckpt'}",
+            f"--ckpt_path={checkpoints / 'last.ckpt'}",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert f"lr_find does not use --ckpt_path={checkpoints / 'last.ckpt'}" in out
+    assert "--init_from: " in out and "Use it: " in out

@@ -91,6 +91,8 @@ class ProjectCLI(LightningCLI):
     _new_logs_dir = False
     #: The run folder's lock, held during a fit (:func:`~runwright.runs.lock_run`).
     _lock: int | None = None
+    #: The entries of the run folder when the command chose it.
+    _entries: set[Path]
 
     def __init__(self, args: ArgsType = None, run: bool = True, *, package: str, **kwargs: Any) -> None:
         self.package = package
@@ -151,7 +153,8 @@ class ProjectCLI(LightningCLI):
         one-line :class:`~runwright.errors.ProjectError` (:func:`~runwright.failures.one_line`), if any.
         After bad input (exit code 2), a fault of the file system, an interruption, or, while
         ``building`` the run, an error without a one-line form (a traceback), this command's new run
-        folder without a checkpoint is discarded (:func:`~runwright.runs.discard_new_run`)."""
+        folder without a checkpoint is discarded (:func:`~runwright.runs.discard_new_run`); after bad input
+        that let a continued run train no step, what the command added to the run's folder (its records)."""
         problem = None
         if isinstance(error, Exception):
             compiling = hasattr(self, "config") and bool(self._config().get("compile.enabled"))
@@ -162,6 +165,10 @@ class ProjectCLI(LightningCLI):
                 discard = problem.exit_code == 2 or isinstance(problem, FileSystemError | TrainingInterrupted)
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
+            elif problem is not None and problem.exit_code == 2 and hasattr(self, "run_dir"):
+                start = int((self.checkpoint or {}).get("global_step", 0))
+                if getattr(getattr(self, "trainer", None), "global_step", start) == start:
+                    runs.discard_added(self.run_dir, self._entries)
         if self._lock is not None:
             runs.unlock_run(self._lock)
             self._lock = None
@@ -218,7 +225,7 @@ class ProjectCLI(LightningCLI):
         """Parse the config. With ``--ckpt_path`` (a file, or ``best``/``last``), read the checkpoint once
         (honouring ``--weights_only``) and parse again with its run (model, data and engine settings,
         :func:`~runwright.runs.saved_run`) as the first ``--config`` (after the default config files, before
-        everything given). Resolve ``--init_from`` to a file (a ``ConfigError`` with ``--ckpt_path``)."""
+        everything given). Resolve ``--init_from`` to a file."""
         for subparser in self.parsers:  # jsonargparse names it "<main usage> [options] fit"; errors show it
             if " [options] " in subparser.prog:
                 subparser.prog = f"python -m {self.package} {subparser.prog.rsplit(' ', 1)[-1]}"
@@ -242,11 +249,6 @@ class ProjectCLI(LightningCLI):
             config = self._config()
             fitting = self.running == "fit" or not (self.running or self.rebuilds)  # (init_from: a fit's key)
             if config.get("init_from") is not None and fitting:
-                if config.get("ckpt_path") is not None:
-                    raise ConfigError(
-                        "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, "
-                        "schedule, epoch); --init_from starts a new run from its weights only"
-                    )
                 path = runs.resolve_checkpoint(config.init_from, config.logs_dir, "--init_from").resolve()
                 self.init_checkpoint = load_checkpoint(path, weights_only=config.get("weights_only"))
                 config.init_from = str(path)  # config.yaml names the weights the run started from
@@ -263,8 +265,14 @@ class ProjectCLI(LightningCLI):
         and ``default_root_dir`` pointed at it (in a copy of the config: ``config.yaml`` names no run
         folder), then check the run (:func:`~runwright.checks.check_run`; a continued run's loggers:
         :func:`~runwright.checks.check_logger`) and load the ``--init_from`` weights that fit. A class that
-        rejects its arguments or whose package is missing stops with a ``ConfigError`` naming the cause."""
+        rejects its arguments or whose package is missing stops with a ``ConfigError`` naming the cause, as
+        does ``--init_from`` with a ``--ckpt_path`` (that a tuner has not set aside)."""
         config = self._config()
+        if self.init_checkpoint is not None and config.get("ckpt_path") is not None:
+            raise ConfigError(
+                "--init_from and --ckpt_path: pass one. --ckpt_path resumes a run (optimizer, schedule, "
+                "epoch); --init_from starts a new run from its weights only"
+            )
         run_config = self.config.clone()
         run = self._config(run_config)
         if self.run_label is None:  # a finished run rebuilt (commands.rebuild): no folder, no logger
@@ -272,6 +280,7 @@ class ProjectCLI(LightningCLI):
         else:
             self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
             self.run_dir, self.continued = runs.choose_run_dir(config, self.subcommand or self.run_label)
+            self._entries = set(self.run_dir.iterdir())  # (a continued run's, kept after bad input)
             self._lock = runs.lock_run(self.run_dir) if self.subcommand == "fit" else None
             run.trainer.default_root_dir = str(self.run_dir)
             wandb_id = runs.wandb_id_of(self.run_dir) if self.continued else None

@@ -423,6 +423,15 @@ def discard_new_run(run_dir: Path, logs_dir_too: bool) -> None:
             run_dir.parent.rmdir()
 
 
+def discard_added(run_dir: Path, entries: set[Path]) -> None:
+    """Delete what a command added to the run folder ``run_dir`` (its entries other than ``entries``: a
+    refused resume's ``config.resume-<n>.yaml`` and provenance records). Under DDP only rank 0 deletes."""
+    if getattr(rank_zero_only, "rank", 0) > 0:
+        return
+    for path in set(run_dir.iterdir()) - entries:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 def saved_run(
     checkpoint: dict[str, Any], run_dir: Path | None = None, groups: tuple[str, ...] = ()
 ) -> dict[str, Any]:
