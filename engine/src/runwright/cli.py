@@ -91,7 +91,7 @@ class ProjectCLI(LightningCLI):
     _new_logs_dir = False
     #: The run folder's lock, held during a fit (:func:`~runwright.runs.lock_run`).
     _lock: int | None = None
-    #: The entries of the run folder when the command chose it.
+    #: The entries of the run folder when the command took it (chosen, and locked for a fit).
     _entries: set[Path]
 
     def __init__(self, args: ArgsType = None, run: bool = True, *, package: str, **kwargs: Any) -> None:
@@ -165,7 +165,7 @@ class ProjectCLI(LightningCLI):
                 discard = problem.exit_code == 2 or isinstance(problem, FileSystemError | TrainingInterrupted)
             if discard and hasattr(self, "run_dir") and not self.continued:
                 runs.discard_new_run(self.run_dir, self._new_logs_dir)
-            elif problem is not None and problem.exit_code == 2 and hasattr(self, "run_dir"):
+            elif problem is not None and problem.exit_code == 2 and hasattr(self, "_entries"):
                 start = int((self.checkpoint or {}).get("global_step", 0))
                 if getattr(getattr(self, "trainer", None), "global_step", start) == start:
                     runs.discard_added(self.run_dir, self._entries)
@@ -280,8 +280,8 @@ class ProjectCLI(LightningCLI):
         else:
             self._new_logs_dir = not Path(config.logs_dir).expanduser().exists()  # (removed with a bad run)
             self.run_dir, self.continued = runs.choose_run_dir(config, self.subcommand or self.run_label)
-            self._entries = set(self.run_dir.iterdir())  # (a continued run's, kept after bad input)
             self._lock = runs.lock_run(self.run_dir) if self.subcommand == "fit" else None
+            self._entries = set(self.run_dir.iterdir())  # (after the lock: another fit's are its own)
             run.trainer.default_root_dir = str(self.run_dir)
             wandb_id = runs.wandb_id_of(self.run_dir) if self.continued else None
             run.trainer.logger = runs.run_logger_config(config.trainer.logger, self.run_dir, wandb_id)
