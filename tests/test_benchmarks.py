@@ -7,6 +7,7 @@ benchmarks.)
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import sys
@@ -96,3 +97,16 @@ def test_parity_discovers_callback_groups_and_rejects_missing_ones(
     monkeypatch.setattr(parity, "CALLBACK_GROUPS", [*parity.CALLBACK_GROUPS, "no_such_callback"])
     with pytest.raises(SystemExit, match="no_such_callback"):
         parity.discover_groups(config)
+
+
+def test_the_engine_and_its_benchmarks_are_handed_the_package_and_never_import_it() -> None:
+    """The engine is a library of any package: its sources and benchmarks name the template's package
+    (``PACKAGE = "project"``, imported by name where a workload needs its classes), never import it."""
+    importing = []
+    for path in sorted((REPO_ROOT / "engine").glob("[bs]*/**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(name.partition(".")[0] == PACKAGE for name in names):
+                importing.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert importing == []

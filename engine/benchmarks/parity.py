@@ -63,16 +63,19 @@ REPO_ROOT = Path(__file__).resolve().parents[2]  # (the template: engine/benchma
 if str(REPO_ROOT) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO_ROOT))
 
-import project  # noqa: E402
-from project.data import DigitsDataModule, SyntheticDataModule  # noqa: E402
-from project.models import SimpleCNN  # noqa: E402
-
+from runwright import runs  # noqa: E402
 from runwright.cli import ProjectCLI  # noqa: E402
 from runwright.resume import epoch_seed  # noqa: E402
 from runwright.runs import finish_wandb_run  # noqa: E402
 from runwright.schedules import warmup_cosine_factor  # noqa: E402
 
-PACKAGE = project.__name__  # the package whose runs these are
+PACKAGE = "project"  # the template's package whose workloads these are (ProjectCLI imports it by name)
+
+
+def project_class(path: str) -> Any:
+    """The class ``<PACKAGE>.<path>`` (``data.DigitsDataModule``), imported by name."""
+    return runs.class_of(f"{PACKAGE}.{path}")
+
 
 #: Our callbacks' config groups, each switched off in turn with ``--<group>.enabled=false``. Groups
 #: found in the CLI that are not listed here are added automatically (any top-level group with an
@@ -169,12 +172,12 @@ def make_workload(name: str, num_samples: int) -> Workload:
     if name == "digits":
         return Workload(
             name,
-            make_data=lambda: DigitsDataModule(batch_size=64),
-            make_backbone=lambda: SimpleCNN(in_channels=1, dropout=0.0),
+            make_data=lambda: project_class("data.DigitsDataModule")(batch_size=64),
+            make_backbone=lambda: project_class("models.SimpleCNN")(in_channels=1, dropout=0.0),
             cli_args=[
-                "--data=project.data.DigitsDataModule",
+                f"--data={PACKAGE}.data.DigitsDataModule",
                 "--data.batch_size=64",
-                "--model.backbone=project.models.SimpleCNN",
+                f"--model.backbone={PACKAGE}.models.SimpleCNN",
                 "--model.backbone.dropout=0.0",
             ],
             notes="SimpleCNN (dropout 0), digits 1,168 train / 270 val images, batch 64",
@@ -182,10 +185,12 @@ def make_workload(name: str, num_samples: int) -> Workload:
     if name == "cifar":
         return Workload(
             name,
-            make_data=lambda: SyntheticDataModule(num_samples=num_samples, batch_size=128),
+            make_data=lambda: project_class("data.SyntheticDataModule")(
+                num_samples=num_samples, batch_size=128
+            ),
             make_backbone=lambda: SmallResNet(),
             cli_args=[
-                "--data=project.data.SyntheticDataModule",
+                f"--data={PACKAGE}.data.SyntheticDataModule",
                 f"--data.num_samples={num_samples}",
                 "--data.batch_size=128",
                 f"--model.backbone={_class_path(SmallResNet)}",
