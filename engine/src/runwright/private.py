@@ -9,7 +9,7 @@ import functools
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any, get_args
 
@@ -277,13 +277,16 @@ def cpp_compiler_problem() -> str | None:
     return None
 
 
-def lr_finder_without_progress_bar() -> AbstractContextManager[Any]:
+@contextmanager
+def lr_finder_without_progress_bar() -> Iterator[None]:
     """``Tuner.lr_find`` without its tqdm bar (its callback always draws one), for output that is not a
-    terminal, where each redraw would be a line: a context manager (``unittest.mock.patch``, which puts
-    the bar back on leaving it)."""
-    from unittest import mock
-
-    return mock.patch.object(lr_finder, "tqdm", functools.partial(lr_finder.tqdm, disable=True))
+    terminal, where each redraw would be a line."""
+    bar = lr_finder.tqdm
+    lr_finder.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        lr_finder.tqdm = bar
 
 
 def journal_storage(path: str, heartbeat_interval: int, retry: Callable[..., None]) -> Any:
