@@ -62,34 +62,33 @@ class SaveRankWeights(Callback):
         torch.save(pl_module.state_dict(), Path(self.folder) / f"rank{trainer.global_rank}.pt")
 
 
-def test_the_average_is_the_closed_form(run_cli: Any) -> None:
+def test_the_average_is_the_closed_form_and_validation_test_predict_and_export_use_it(
+    run_cli: Any, workdir: Path
+) -> None:
     """After K steps with decay d: ``d^(K-1) w_1 + sum_{k=2..K} (1 - d) d^(K-k) w_k`` of the trained
-    weights ``w_k`` (parameters and BatchNorm's float statistics), in ``best.ckpt``/``last.ckpt``."""
+    weights ``w_k`` (parameters and BatchNorm's float statistics), in ``best.ckpt``/``last.ckpt``; that
+    average is what validation (during fit and ``validate``), ``test``, ``predict`` and ``export`` use."""
     decay, steps = 0.8, 6
-    cli = run_cli(
+    fit = run_cli(
         "fit", *EMA, f"--trainer.callbacks.decay={decay}", f"--trainer.limit_train_batches={steps}",
-        "--trainer.callbacks+=test_ema.WeightRecorder",
+        "--trainer.limit_val_batches=3", "--trainer.callbacks+=test_ema.WeightRecorder",
     )  # fmt: skip
-    trained = WeightRecorder.runs[-1].steps
-    assert len(trained) == steps
-    last = checkpoint(cli.run_dir / "checkpoints/last.ckpt")
-    assert_same(last["current_model_state"], trained[-1])  # the trained weights are kept as well
-    for key, average in last["state_dict"].items():
-        if not average.is_floating_point():  # BatchNorm's num_batches_tracked (averaged and truncated)
-            continue
-        expected = decay ** (steps - 1) * trained[0][key].double()
-        for k in range(2, steps + 1):
-            expected += (1 - decay) * decay ** (steps - k) * trained[k - 1][key].double()
-        torch.testing.assert_close(average.double(), expected, rtol=1e-5, atol=1e-7)
-        assert not torch.allclose(average, trained[-1][key]), key  # really an average
-    assert_same(checkpoint(cli.run_dir / "checkpoints/best.ckpt")["state_dict"], last["state_dict"])
-    assert int(last["averaging_state"]["n_averaged"]) == steps
-
-
-def test_validation_test_predict_and_export_use_the_average(run_cli: Any, workdir: Path) -> None:
-    fit = run_cli("fit", *EMA, "--trainer.limit_train_batches=4", "--trainer.limit_val_batches=3")
+    trained_steps = WeightRecorder.runs[-1].steps
+    assert len(trained_steps) == steps
     last = fit.run_dir / "checkpoints/last.ckpt"
     saved = checkpoint(last)
+    assert_same(saved["current_model_state"], trained_steps[-1])  # the trained weights are kept as well
+    for key, value in saved["state_dict"].items():
+        if not value.is_floating_point():  # BatchNorm's num_batches_tracked (averaged and truncated)
+            continue
+        expected = decay ** (steps - 1) * trained_steps[0][key].double()
+        for k in range(2, steps + 1):
+            expected += (1 - decay) * decay ** (steps - k) * trained_steps[k - 1][key].double()
+        torch.testing.assert_close(value.double(), expected, rtol=1e-5, atol=1e-7)
+        assert not torch.allclose(value, trained_steps[-1][key]), key  # really an average
+    assert_same(checkpoint(fit.run_dir / "checkpoints/best.ckpt")["state_dict"], saved["state_dict"])
+    assert int(saved["averaging_state"]["n_averaged"]) == steps
+
     average, trained = model_with(saved["state_dict"]), model_with(saved["current_model_state"])
     # a plain checkpoint of the trained weights, to show that they give other results
     plain = workdir / "trained.ckpt"
