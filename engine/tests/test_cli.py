@@ -116,9 +116,12 @@ def test_a_scheduler_can_step_every_optimizer_step(run_cli: RunCLI) -> None:
 
 
 def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], recwarn: pytest.WarningsRecorder
+    fitted: Callable[..., Path],
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+    recwarn: pytest.WarningsRecorder,
 ) -> None:
-    first = run_cli("fit")
+    first = fitted()  # (a fit's run folder, CSV-logged, in logs/)
     # TensorBoard writes into the new folder before the CSV logger starts there; the CSV logger's
     # "exists and is not empty. Previous log files ... will be deleted" does not apply to it.
     code, out, _ = run_main(["fit", *FAST, *LOGGERS["tensorboard"]], capsys)
@@ -126,12 +129,12 @@ def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
     second = Path(out.split("Run folder: ")[1].splitlines()[0])
     assert list(second.glob("events.out.tfevents.*"))
     folders = run_dirs(workdir / "logs")
-    assert folders == sorted([first.run_dir, second])
+    assert folders == sorted([first, second])
     for folder in folders:
         assert (folder / "config.yaml").is_file()
         assert (folder / "metrics.csv").is_file()
         assert {p.name for p in (folder / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
-    header = (folders[0] / "metrics.csv").read_text().splitlines()[0].split(",")
+    header = (first / "metrics.csv").read_text().splitlines()[0].split(",")
     for key in ("train/loss", "train/acc", "val/loss", "val/acc", "best/val/acc", "val/f1", "train/lr"):
         assert key in header, header
 

@@ -98,12 +98,12 @@ def test_a_fit_that_trains_no_step_says_so(
 
 
 def test_a_run_being_trained_is_not_resumed_by_a_second_command(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    fitted: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``fit --ckpt_path last`` typed while another process still trains that run (a hand-typed resume
     beside a requeued job) is refused with one line, exit 2, and leaves the run's files as they were; once
     that process ends, the same command continues the run."""
-    run = run_cli("fit", "--run_name=A").run_dir
+    run = fitted("A")
     before = hashes(run)
     other = runs.lock_run(run)  # (the engine's hold of a run in another process's fit)
     assert other is not None
@@ -246,16 +246,18 @@ def test_rerunning_a_saved_config_or_branching_from_a_checkpoint_never_touches_t
     assert sorted(p.name for p in run_dirs(workdir / "logs")) == sorted(names)
 
 
-def test_config_yaml_is_portable_and_names_no_run_folder(run_cli: RunCLI, workdir: Path) -> None:
+def test_config_yaml_is_portable_and_names_no_run_folder(
+    run_cli: RunCLI, workdir: Path, fitted: Callable[..., Path], trained_run: Path
+) -> None:
     """config.yaml has no folder of its run (loggers, checkpoints, default_root_dir) and leaves out a fit's
     run_name and ckpt_path, so re-running it (also from elsewhere, after the run folder moved) starts a
     new run; a continued run's config.resume-1.yaml too."""
-    first = run_cli("fit", "--run_name=A")
-    run_cli("fit", "--run_name=A", "--trainer.max_epochs=2", "--ckpt_path=last")
-    for name in ("config.yaml", "config.resume-1.yaml"):
+    fitted("A")  # (its config.yaml written by the shared fit, in the folder above trained_run's logs)
+    first = run_cli("fit", "--run_name=A", "--trainer.max_epochs=2", "--ckpt_path=last")
+    for name, cwd in (("config.yaml", trained_run.parents[1]), ("config.resume-1.yaml", workdir)):
         text = (first.run_dir / name).read_text()
         saved = yaml.safe_load(text)
-        assert str(workdir) not in text and "logs/" not in text, name
+        assert str(cwd) not in text and "logs/" not in text, name
         assert saved["trainer"]["default_root_dir"] is None
         assert saved["trainer"]["logger"]["init_args"]["save_dir"] == "logs"  # as the experiment says
         assert saved["checkpoint"]["dirpath"] is None and saved["last_checkpoint"]["dirpath"] is None
@@ -280,7 +282,6 @@ def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI)
     exact resume"), so the values are compared up to the stop."""
     steps = ["--trainer.limit_train_batches=4", "--trainer.log_every_n_steps=1", "--trainer.max_epochs=-1"]
     steps += ["--model.lr_scheduler=null"]  # its length follows max_steps, which differs here
-    straight = run_cli("fit", *steps, "--trainer.max_steps=8", "--run_name=straight")
     first = run_cli("fit", *steps, "--trainer.max_steps=4", "--run_name=resumed")
     run_cli("fit", *steps, "--trainer.max_steps=8", "--ckpt_path=last")
     run_cli("fit", *steps, "--trainer.max_steps=12", "--ckpt_path=last")  # and once more
@@ -289,7 +290,8 @@ def test_resume_after_max_steps_logs_like_the_uninterrupted_run(run_cli: RunCLI)
         assert [row[:2] for row in metric_rows(first.run_dir, key)] == [
             row[:2] for row in metric_rows(longer.run_dir, key)
         ], key
-    assert metric_rows(first.run_dir, "train/loss")[:4] == metric_rows(straight.run_dir, "train/loss")[:4]
+    # (no schedule: an uninterrupted run's first steps do not depend on its max_steps)
+    assert metric_rows(first.run_dir, "train/loss")[:4] == metric_rows(longer.run_dir, "train/loss")[:4]
     assert [epoch for epoch, _, _ in metric_rows(first.run_dir, "train/acc")] == [0, 1, 2]
     assert all(value > 0 for _, _, value in metric_rows(first.run_dir, "train/acc"))
 
