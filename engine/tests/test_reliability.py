@@ -3,17 +3,31 @@ message naming the bad value and the fix, a non-zero exit code, and lose nothing
 
 from __future__ import annotations
 
+import os
 import signal
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import pytorch_lightning
 import torch
 from pytorch_lightning.callbacks import ModelCheckpoint as StandaloneModelCheckpoint
-from support import FAST, RunCLI, main, run_dirs, run_main, run_module, start_module, wait_for_file
+from support import (
+    FAST,
+    RunCLI,
+    kept_environ,
+    main,
+    project_cli,
+    run_dirs,
+    run_main,
+    run_module,
+    start_module,
+    wait_for_file,
+)
 
 from runwright.base import seeded_split
 from runwright.callbacks import CHECKS, HealthCheck
@@ -131,96 +145,139 @@ def standalone(path: str, base: str, at: str = "") -> str:
     )
 
 
-@pytest.mark.parametrize(
-    "args, error",
-    [  # a misspelt key or class name: the closest valid name, and the file it is in
-        (
-            ["--trainer.max_epohcs=3"],
-            "unrecognized argument `--trainer.max_epohcs`" + MEAN % "--trainer.max_epochs",
-        ),
-        (
-            ["--trainer.max_epoch=3"],
-            "unrecognized argument `--trainer.max_epoch`" + MEAN % "--trainer.max_epochs",
-        ),
-        (
-            ["-c", "bad_key.yaml"],
-            "unknown key `trainer.max_epohcs` (in bad_key.yaml)" + MEAN % "trainer.max_epochs",
-        ),
-        (["--model.backbone=fixture_task.TinyCN"], "`fixture_task.TinyCN` does not exist" + MEAN % TINY_CNN),
-        (
-            ["-c", "bad_class.yaml"],
-            f"`{TINY}lasifier` does not exist (in bad_class.yaml)" + MEAN % f"{TINY}lassifier",
-        ),
-        (  # a short class name: the closest of the imported subclasses of the argument's type
-            ["--model=TinyClasifier"],
-            "no LightningModule subclass is named `TinyClasifier`" + MEAN % "TinyClassifier",
-        ),
-        (
-            ["-c", "bad_short_class.yaml"],
-            "no LightningModule subclass is named `TinyClasifier` (in bad_short_class.yaml)"
-            + MEAN % "TinyClassifier",
-        ),
-        (["--model.backbone=TinyCN"], "no Module subclass is named `TinyCN`" + MEAN % "TinyCNN"),  # a factory
-        (["--model.optimizer=Adamw"], "no Optimizer subclass is named `Adamw`" + MEAN % "AdamW"),  # any case
-        (["--data=Zzz"], "no LightningDataModule subclass is named `Zzz`" + MODULE_PATH),  # none close
-        (  # a name two classes have: their paths, not the name that jsonargparse would refuse
-            ["--model.backbone=Sigmod"],
-            "no Module subclass is named `Sigmod`; did you mean `torch.nn.Sigmoid` or "
-            "`torch.ao.nn.quantized.Sigmoid`?",
-        ),
-        (  # neither the base class nor a private one (lightning's _MockOptimizer) is offered
-            ["--model.optimizer=MockOptimizer"],
-            "no Optimizer subclass is named `MockOptimizer`" + MODULE_PATH,
-        ),
-        (
-            ["--model.init_args.lr_scheduler_intervl=step"],
-            "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL,
-        ),
-        (["--model.lr_scheduler_intervl=step"], "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL),
-        (
-            ["-c", "bad_argument.yaml"],
-            "unknown key `lr_scheduler_intervl` (in bad_argument.yaml)" + MEAN % INTERVAL,
-        ),
-        (["-c", "bad_callback.yaml"], "unknown key `monitr` (in bad_callback.yaml)" + MEAN % "monitor"),
-        (
-            ["--model.backbone=fixture_task.NoSuchNet"],
-            "`fixture_task.NoSuchNet` does not exist",
-        ),  # none close
-        (  # a class of another kind: the kind it must be
-            ["--model=torch.nn.Linear"],
-            "`torch.nn.Linear` is not a subclass of lightning.pytorch.LightningModule",
-        ),
-        (
-            ["--trainer.callbacks+=fixture_task.TinyClassifier"],
-            "`fixture_task.TinyClassifier` is not a subclass of lightning.pytorch.Callback",
-        ),
-        (  # a class built on pytorch_lightning, as older tutorials import Lightning: both classes, the import
-            ["--model=test_reliability.TutorialModule"],
-            standalone("test_reliability.TutorialModule", "LightningModule"),
-        ),
-        (["--model=TutorialModule"], standalone("test_reliability.TutorialModule", "LightningModule")),
-        (
-            ["-c", "tutorial_module.yaml"],
-            standalone("test_reliability.TutorialModule", "LightningModule", " (in tutorial_module.yaml)"),
-        ),
-        (
-            ["--data=test_reliability.TutorialData"],
-            standalone("test_reliability.TutorialData", "LightningDataModule"),
-        ),
-        (
-            ["--trainer.callbacks+=test_reliability.TutorialCheckpoint"],
-            standalone("test_reliability.TutorialCheckpoint", "callbacks.ModelCheckpoint"),
-        ),
-        (
-            ["--trainer.logger=pytorch_lightning.loggers.CSVLogger"],
-            "`pytorch_lightning.loggers.CSVLogger` is another package's copy of "
-            "lightning.pytorch.loggers.CSVLogger: give `lightning.pytorch.loggers.CSVLogger`",
-        ),
-        (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest, one line
-        (["--trainer.max_epochs=three"], None),
-        (["--seed_everything=abc"], None),
-    ],
-)
+#: Bad configs (arguments of ``fit``) and the one ``error:`` line each gives (``None``: jsonargparse's own
+#: message, naming the bad value).
+BAD_CONFIGS: list[tuple[list[str], str | None]] = [
+    # a misspelt key or class name: the closest valid name, and the file it is in
+    (
+        ["--trainer.max_epohcs=3"],
+        "unrecognized argument `--trainer.max_epohcs`" + MEAN % "--trainer.max_epochs",
+    ),
+    (
+        ["--trainer.max_epoch=3"],
+        "unrecognized argument `--trainer.max_epoch`" + MEAN % "--trainer.max_epochs",
+    ),
+    (
+        ["-c", "bad_key.yaml"],
+        "unknown key `trainer.max_epohcs` (in bad_key.yaml)" + MEAN % "trainer.max_epochs",
+    ),
+    (["--model.backbone=fixture_task.TinyCN"], "`fixture_task.TinyCN` does not exist" + MEAN % TINY_CNN),
+    (
+        ["-c", "bad_class.yaml"],
+        f"`{TINY}lasifier` does not exist (in bad_class.yaml)" + MEAN % f"{TINY}lassifier",
+    ),
+    (  # a short class name: the closest of the imported subclasses of the argument's type
+        ["--model=TinyClasifier"],
+        "no LightningModule subclass is named `TinyClasifier`" + MEAN % "TinyClassifier",
+    ),
+    (
+        ["-c", "bad_short_class.yaml"],
+        "no LightningModule subclass is named `TinyClasifier` (in bad_short_class.yaml)"
+        + MEAN % "TinyClassifier",
+    ),
+    (["--model.backbone=TinyCN"], "no Module subclass is named `TinyCN`" + MEAN % "TinyCNN"),  # a factory
+    (["--model.optimizer=Adamw"], "no Optimizer subclass is named `Adamw`" + MEAN % "AdamW"),  # any case
+    (["--data=Zzz"], "no LightningDataModule subclass is named `Zzz`" + MODULE_PATH),  # none close
+    (  # a name two classes have: their paths, not the name that jsonargparse would refuse
+        ["--model.backbone=Sigmod"],
+        "no Module subclass is named `Sigmod`; did you mean `torch.nn.Sigmoid` or "
+        "`torch.ao.nn.quantized.Sigmoid`?",
+    ),
+    (  # neither the base class nor a private one (lightning's _MockOptimizer) is offered
+        ["--model.optimizer=MockOptimizer"],
+        "no Optimizer subclass is named `MockOptimizer`" + MODULE_PATH,
+    ),
+    (
+        ["--model.init_args.lr_scheduler_intervl=step"],
+        "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL,
+    ),
+    (["--model.lr_scheduler_intervl=step"], "unknown key `lr_scheduler_intervl`" + MEAN % INTERVAL),
+    (
+        ["-c", "bad_argument.yaml"],
+        "unknown key `lr_scheduler_intervl` (in bad_argument.yaml)" + MEAN % INTERVAL,
+    ),
+    (["-c", "bad_callback.yaml"], "unknown key `monitr` (in bad_callback.yaml)" + MEAN % "monitor"),
+    (
+        ["--model.backbone=fixture_task.NoSuchNet"],
+        "`fixture_task.NoSuchNet` does not exist",
+    ),  # none close
+    (  # a class of another kind: the kind it must be
+        ["--model=torch.nn.Linear"],
+        "`torch.nn.Linear` is not a subclass of lightning.pytorch.LightningModule",
+    ),
+    (
+        ["--trainer.callbacks+=fixture_task.TinyClassifier"],
+        "`fixture_task.TinyClassifier` is not a subclass of lightning.pytorch.Callback",
+    ),
+    (  # a class built on pytorch_lightning, as older tutorials import Lightning: both classes, the import
+        ["--model=test_reliability.TutorialModule"],
+        standalone("test_reliability.TutorialModule", "LightningModule"),
+    ),
+    (["--model=TutorialModule"], standalone("test_reliability.TutorialModule", "LightningModule")),
+    (
+        ["-c", "tutorial_module.yaml"],
+        standalone("test_reliability.TutorialModule", "LightningModule", " (in tutorial_module.yaml)"),
+    ),
+    (
+        ["--data=test_reliability.TutorialData"],
+        standalone("test_reliability.TutorialData", "LightningDataModule"),
+    ),
+    (
+        ["--trainer.callbacks+=test_reliability.TutorialCheckpoint"],
+        standalone("test_reliability.TutorialCheckpoint", "callbacks.ModelCheckpoint"),
+    ),
+    (
+        ["--trainer.logger=pytorch_lightning.loggers.CSVLogger"],
+        "`pytorch_lightning.loggers.CSVLogger` is another package's copy of "
+        "lightning.pytorch.loggers.CSVLogger: give `lightning.pytorch.loggers.CSVLogger`",
+    ),
+    (["--config", "no_such_config.yaml"], None),  # jsonargparse's own message for the rest, one line
+    (["--trainer.max_epochs=three"], None),
+    (["--seed_everything=abc"], None),
+]
+#: One of each kind of bad config above, run as a whole ``fit``: an unrecognized argument, an unknown key in
+#: a file, a class path that does not exist, a short class name no class has, a class of another kind, a
+#: class built on pytorch_lightning, jsonargparse's own message.
+WHOLE_COMMAND = [BAD_CONFIGS[i] for i in (0, 2, 3, 5, 17, 19, 26)]
+
+
+def assert_one_error_line(err: str, args: list[str], error: str | None) -> None:
+    """``err`` holds one line besides the usage and the tip: ``error: <error>`` (``error`` ``None``: one
+    naming the last argument's value)."""
+    (line,) = [line for line in err.splitlines() if not line.startswith(("usage:", "tip:"))]
+    if error is not None:
+        assert line == f"error: {error}", err
+    else:
+        assert line.startswith("error: ") and args[-1].partition("=")[2 if "=" in args[-1] else 0] in line
+
+
+@pytest.fixture(scope="module")
+def fit_parser(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The parser of a CLI of the fixture task built once (without a subcommand or a logger: its config
+    parsed and its classes built, nothing run), for the cases whose point is the error line."""
+    cwd = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("parser"))
+    try:
+        with kept_environ(), warnings.catch_warnings():
+            return project_cli([*FAST, "--trainer.logger=false"], run=False).parser
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize("args, error", BAD_CONFIGS)
+def test_a_bad_config_is_one_line_naming_the_fix(
+    fit_parser: Any, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], error: str | None
+) -> None:
+    for name, text in BAD_FILES.items():
+        (workdir / name).write_text(text)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as caught:
+        fit_parser.parse_args(args)
+    assert caught.value.code == 2
+    assert_one_error_line(capsys.readouterr().err, args, error)
+
+
+@pytest.mark.parametrize("args, error", WHOLE_COMMAND)
 def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], args: list[str], error: str | None
 ) -> None:
@@ -229,12 +286,7 @@ def test_bad_config_exits_2_with_one_line_naming_the_fix_without_a_run_folder(
     with pytest.raises(SystemExit) as caught:
         run_cli("fit", *args)
     assert caught.value.code == 2
-    err = capsys.readouterr().err
-    (line,) = [line for line in err.splitlines() if not line.startswith(("usage:", "tip:"))]
-    if error is not None:
-        assert line == f"error: {error}", err
-    else:
-        assert line.startswith("error: ") and args[-1].partition("=")[2 if "=" in args[-1] else 0] in line
+    assert_one_error_line(capsys.readouterr().err, args, error)
     assert not (workdir / "logs").exists()
 
 
