@@ -5,6 +5,7 @@ error line."""
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,10 +39,10 @@ def write_pngs(folder: Path, count: int) -> list[np.ndarray]:
 
 
 def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_reader_says(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
 ) -> None:
     pixels = write_pngs(workdir / "pngs", 6)
-    fit = run_cli("fit", *QUIET)
+    run = fitted()
     cli = run_cli(
         "predict",
         *QUIET,
@@ -61,7 +62,7 @@ def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_re
     assert [float(row["prob"]) for row in rows] == pytest.approx(probs.max(dim=1).values.tolist())
     # each file reached the model as TinyImages.read_predict_inputs converts it (pixel / 255, resized to
     # 8x8), in the order of the files: the same probabilities as the model on those tensors
-    model = checkpoint_model(fit.run_dir / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
+    model = checkpoint_model(run / "checkpoints" / "best.ckpt")  # what predict --ckpt_path best used
     images = torch.tensor(np.stack(pixels), dtype=torch.float32).unsqueeze(1) / 255
     with torch.no_grad():
         expected = torch.softmax(model(images), dim=-1)
@@ -71,12 +72,12 @@ def test_predict_on_a_folder_of_images_names_each_file_and_converts_it_as_the_re
 
 
 def test_a_corrupt_file_is_listed_as_skipped_and_the_others_are_predicted(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
 ) -> None:
     write_pngs(workdir / "pngs", 1)
     (workdir / "pngs" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"not really a png" * 4)
     (workdir / "pngs" / "notes.txt").write_text("not an image\n")
-    run_cli("fit", *QUIET)
+    fitted()
     cli = run_cli("predict", *QUIET, "--ckpt_path=best", "--data.predict_path=pngs")
     assert [row["input"] for row in rows_of(cli.run_dir)] == ["image_00.png"]
     skipped = rows_of(cli.run_dir, "skipped.csv")

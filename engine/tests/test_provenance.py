@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonargparse
@@ -104,10 +105,11 @@ def _with_lightning_version(source: Path, target: Path, saved_version: str) -> P
     return target
 
 
-def test_a_checkpoint_saved_under_another_lightning_minor_version_warns_once(run_cli: RunCLI) -> None:
+def test_a_checkpoint_saved_under_another_lightning_minor_version_warns_once(
+    run_cli: RunCLI, fitted: Callable[..., Path]
+) -> None:
     """Train, then test and export a checkpoint whose saved Lightning version is another minor one."""
-    fit = run_cli("fit", "--trainer.logger=false")
-    checkpoints = fit.run_dir / "checkpoints"
+    checkpoints = fitted() / "checkpoints"
     major, minor = (int(part) for part in lightning.__version__.split(".")[:2])
     other = f"{major}.{minor + 1}.0"
     edited = _with_lightning_version(checkpoints / "last.ckpt", checkpoints / "edited.ckpt", other)
@@ -133,18 +135,18 @@ def test_a_checkpoint_saved_under_another_lightning_minor_version_warns_once(run
 
 
 def test_export_run_folder_records_the_checkpoint_and_versions(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    fitted: Callable[..., Path], workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fit = run_cli("fit", "--trainer.logger=false")
+    run = fitted()
     code, _, _ = run_main(
         ["export", "--ckpt_path=best", "--format=torchscript", "--run_name=exported"], capsys
     )
     assert code == 0
     facts = provenance.read_provenance(workdir / "logs" / "exported")
     assert facts is not None
-    assert facts["checkpoint"] == str((fit.run_dir / "checkpoints" / "best.ckpt").resolve())
+    assert facts["checkpoint"] == str((run / "checkpoints" / "best.ckpt").resolve())
     assert facts["versions"]["torch"] == torch.__version__
-    assert [path.name for path in run_dirs(workdir / "logs")] == sorted([fit.run_dir.name, "exported"])
+    assert [path.name for path in run_dirs(workdir / "logs")] == sorted([run.name, "exported"])
 
 
 class _RecordingWandbRun:
@@ -175,15 +177,17 @@ def test_wandb_run_config_gets_the_same_facts_as_the_file(workdir: Path) -> None
     }
 
 
-def test_a_continued_run_keeps_the_first_commands_provenance(run_cli: RunCLI) -> None:
+def test_a_continued_run_keeps_the_first_commands_provenance(
+    run_cli: RunCLI, fitted: Callable[..., Path]
+) -> None:
     """``fit --ckpt_path last`` writes its own ``provenance.resume-1.yaml`` (the second command line)
     and leaves the first ``provenance.yaml`` byte for byte; a second continuation adds ``-2``."""
-    first = run_cli("fit", "--trainer.logger=false")
-    original = (first.run_dir / "provenance.yaml").read_bytes()
+    first = fitted()
+    original = (first / "provenance.yaml").read_bytes()
     run_cli("fit", "--trainer.logger=false", "--trainer.max_epochs=2", "--ckpt_path=last")
     run_cli("fit", "--trainer.logger=false", "--trainer.max_epochs=3", "--ckpt_path=last")
-    assert (first.run_dir / "provenance.yaml").read_bytes() == original
-    names = sorted(path.name for path in first.run_dir.glob("provenance*.yaml"))
+    assert (first / "provenance.yaml").read_bytes() == original
+    names = sorted(path.name for path in first.glob("provenance*.yaml"))
     assert names == ["provenance.resume-1.yaml", "provenance.resume-2.yaml", "provenance.yaml"]
-    second = yaml.safe_load((first.run_dir / "provenance.resume-1.yaml").read_text())
+    second = yaml.safe_load((first / "provenance.resume-1.yaml").read_text())
     assert second["versions"] == yaml.safe_load(original)["versions"] and second["started"]
