@@ -121,6 +121,9 @@ def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
     capsys: pytest.CaptureFixture[str],
     recwarn: pytest.WarningsRecorder,
 ) -> None:
+    """A second fit (TensorBoard-logged) next to a finished one gets its own folder; each holds its
+    config, metrics.csv with the engine's keys, and its checkpoints; TensorBoard's hyperparameters are
+    compared by the best score."""
     first = fitted()  # (a fit's run folder, CSV-logged, in logs/)
     # TensorBoard writes into the new folder before the CSV logger starts there; the CSV logger's
     # "exists and is not empty. Previous log files ... will be deleted" does not apply to it.
@@ -137,6 +140,22 @@ def test_each_run_gets_its_own_folder_with_config_metrics_and_checkpoints(
     header = (first / "metrics.csv").read_text().splitlines()[0].split(",")
     for key in ("train/loss", "train/acc", "val/loss", "val/acc", "best/val/acc", "val/f1", "train/lr"):
         assert key in header, header
+    # TensorBoard's HPARAMS tab holds the model's hyperparameters with best/<monitor> as their metric, and
+    # no hp_metric = -1 placeholder
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    tags, metrics, params = set(), set(), set()
+    for events in second.glob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        tags |= set(accumulator.Tags()["scalars"])
+        for content in accumulator.PluginTagToContent("hparams").values():
+            data = plugin_data_pb2.HParamsPluginData.FromString(content)
+            metrics |= {info.name.tag for info in data.experiment.metric_infos}
+            params |= set(data.session_start_info.hparams)
+    assert "val/acc" in tags and "best/val/acc" in tags and "hp_metric" not in tags
+    assert metrics == {"best/val/acc"} and {"num_classes", "optimizer/init_args/lr"} <= params, params
 
 
 def test_a_fixed_run_name_refuses_to_reuse_a_folder(
@@ -352,26 +371,6 @@ def test_predict_writes_a_csv_into_its_run_folder(run_cli: RunCLI, fitted: Calla
     assert list(rows[0]) == ["index", "pred", "prob", *(f"probs_{k}" for k in range(4)), "target"]
     assert [int(r["index"]) for r in rows] == list(range(16))  # limit_predict_batches=1 batch of 16
     assert all(0 <= int(r["pred"]) < 4 and 0 < float(r["prob"]) <= 1 for r in rows)
-
-
-def test_tensorboard_hparams_compare_runs_by_the_best_score_without_a_placeholder(run_cli: RunCLI) -> None:
-    """The HPARAMS tab holds the model's hyperparameters with ``best/<monitor>`` as their metric, and no
-    ``hp_metric = -1`` placeholder."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from tensorboard.plugins.hparams import plugin_data_pb2
-
-    cli = run_cli("fit", *LOGGERS["tensorboard"])
-    tags, metrics, params = set(), set(), set()
-    for events in cli.run_dir.glob("events.out.tfevents.*"):
-        accumulator = EventAccumulator(str(events))
-        accumulator.Reload()
-        tags |= set(accumulator.Tags()["scalars"])
-        for content in accumulator.PluginTagToContent("hparams").values():
-            data = plugin_data_pb2.HParamsPluginData.FromString(content)
-            metrics |= {info.name.tag for info in data.experiment.metric_infos}
-            params |= set(data.session_start_info.hparams)
-    assert "val/acc" in tags and "best/val/acc" in tags and "hp_metric" not in tags
-    assert metrics == {"best/val/acc"} and {"num_classes", "optimizer/init_args/lr"} <= params, params
 
 
 def test_the_engine_uses_relative_imports_and_never_a_users_package() -> None:

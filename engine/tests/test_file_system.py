@@ -2,7 +2,7 @@
 disk, a file where a folder must be. Each is one ``error:`` line naming the path and the cause (the
 system's words for it), exit code 2 when the path given is wrong (a file in the way) and 1 for a fault
 of the disk; nothing half-written stays behind: no new run folder without a checkpoint, no partial file.
-Checkpoint names built from metric keys (``{val/acc}``) are one file in ``checkpoints/``."""
+(Checkpoint names built from metric keys, ``{val/acc}``, one file in ``checkpoints/``: test_lifecycle.py.)"""
 
 from __future__ import annotations
 
@@ -297,32 +297,3 @@ def test_a_full_disk_while_a_sweep_writes_its_results_is_one_line(
     sweep = workdir / "logs" / "fixture_sweep_sweep"
     assert code == 1 and f"{sweep / 'trials.csv'}: {NO_SPACE}" in line, line
     assert not [name for name in os.listdir(sweep) if "trials" in name]
-
-
-# ---------------------------------------------------------------------------------- checkpoint names
-def test_a_checkpoint_name_from_metric_keys_is_one_file_that_best_last_and_resume_find(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    name = ["--checkpoint.filename={epoch}-{val/acc:.2f}", "--run_name=named"]
-    main(["fit", *FAST, *name])
-    checkpoints = workdir / "logs" / "named" / "checkpoints"
-    (best,) = [path.name for path in checkpoints.iterdir() if path.name != "last.ckpt"]
-    assert (
-        best.startswith("epoch=0-val_acc=") and best.endswith(".ckpt") and os.path.isfile(checkpoints / best)
-    )
-    capsys.readouterr()
-    main(["test", *FAST, "--ckpt_path=best"])
-    assert checkpoint_path(capsys.readouterr().out) == checkpoints / best
-    main(["fit", *FAST, *name[:1], "--ckpt_path=last", "--trainer.max_epochs=2"])  # continues the run
-    assert checkpoint_path(capsys.readouterr().out) == checkpoints / "last.ckpt"
-    assert not [run for run in run_dirs(workdir / "logs") if run.name.endswith("_fit")]
-    assert all(path.is_file() for path in checkpoints.iterdir())
-    main(["validate", *FAST, "--ckpt_path=best"])
-    found = checkpoint_path(capsys.readouterr().out)
-    assert found.parent == checkpoints and found.name.startswith("epoch=") and found.is_file()
-
-
-def checkpoint_path(out: str) -> Path:
-    """The checkpoint a command read (its ``--ckpt_path: PATH`` line), absolute."""
-    (line,) = [line for line in out.splitlines() if line.startswith("--ckpt_path: ")]
-    return Path(line.removeprefix("--ckpt_path: ")).resolve()

@@ -167,23 +167,40 @@ def test_best_is_the_callbacks_best_for_top_k_and_min_mode(run_cli: RunCLI) -> N
     assert epoch_of(Path(test.config.test.ckpt_path)) == 4  # the lowest score
 
 
-def test_best_resolves_when_the_filename_holds_a_metric_key(run_cli: RunCLI) -> None:
-    """``{val/acc:.3f}`` in a filename: one file in ``checkpoints/`` (``val_acc``), the best of top 2."""
-    args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.7]", "--checkpoint.save_top_k=2"]
+def test_best_resolves_when_the_filename_holds_a_metric_key(
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``{val/acc:.3f}`` in a filename: one file in ``checkpoints/`` (``val_acc``, no ``val/`` folder) per
+    checkpoint kept, the best of top 2; ``test`` and ``validate --ckpt_path best`` find it, and ``fit
+    --ckpt_path best`` (or ``last``) continues that run in its folder."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.9,0.6,0.7,0.65]", "--checkpoint.save_top_k=2"]
     args += ["--checkpoint.filename={epoch}-{val/acc:.3f}"]
     fit = run_cli("fit", *args, "--trainer.max_epochs=3")
+    checkpoints = fit.run_dir / "checkpoints"
+    kept = ["epoch=1-val_acc=0.900.ckpt", "epoch=2-val_acc=0.600.ckpt", "last.ckpt"]
+    assert sorted(path.name for path in checkpoints.iterdir()) == kept
+    assert all(path.is_file() for path in checkpoints.iterdir())
     best = Path(run_cli("test", "--ckpt_path=best").config.test.ckpt_path)
     assert (best.parent.name, best.name, epoch_of(best)) == ("checkpoints", "epoch=1-val_acc=0.900.ckpt", 1)
     # and fit from it continues that run in its folder
     again = run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=best")
     assert again.run_dir == fit.run_dir and (fit.run_dir / "config.resume-1.yaml").is_file()
+    capsys.readouterr()
+    run_cli("fit", *args, "--trainer.max_epochs=5", "--ckpt_path=last")
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("--ckpt_path: ")]
+    assert Path(line.removeprefix("--ckpt_path: ")).resolve() == checkpoints / "last.ckpt"
+    fits = [run for run in run_dirs(workdir / "logs") if run.name.endswith("_fit")]
+    assert fits == [fit.run_dir]  # (no new run folder)
+    assert all(path.is_file() for path in checkpoints.iterdir())
+    found = Path(run_cli("validate", "--ckpt_path=best").config.validate.ckpt_path).resolve()
+    assert found.parent == checkpoints and found.name.startswith("epoch=") and found.is_file()
 
 
 def test_best_and_last_never_fall_back_to_an_older_run(
-    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
+    run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str], fitted: Callable[..., Path]
 ) -> None:
     """The newest run has no last.ckpt (switched off): best/last must not quietly name the run before."""
-    run_cli("fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=older")
+    fitted("older")  # (a finished run with best.ckpt and last.ckpt)
     run_cli(
         "fit", *SCRIPTED, "--trainer.max_epochs=2", "--run_name=newer", "--last_checkpoint.every_n_epochs=0"
     )
