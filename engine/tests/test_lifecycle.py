@@ -48,7 +48,7 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     run_cli: RunCLI, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # no LR schedule: the warmup-cosine length follows max_epochs, which differs here
-    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65,0.6]", "--model.lr_scheduler=null"]
     straight = run_cli("fit", *args, "--trainer.max_epochs=4", "--run_name=straight")
     first = run_cli("fit", *args, "--trainer.max_epochs=2", "--run_name=resumed")
     run_cli("fit", *args, "--trainer.max_epochs=3", "--ckpt_path=last")
@@ -74,6 +74,13 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     out = capsys.readouterr().out
     assert "the checkpoint (current_epoch=4, global_step=8) already reached --trainer.max_epochs=4" in out
     assert hashes(folder) == before and metric_rows(first.run_dir, "val/acc") == rows
+    # the run folder moved (another disk, another machine): its best so far still counts, and a worse
+    # epoch leaves best.ckpt (epoch 1) alone
+    moved = first.run_dir.rename(first.run_dir.with_name("moved"))
+    again = run_cli("fit", *args, "--trainer.max_epochs=5", "--ckpt_path=last")
+    assert again.run_dir == moved and epoch_of(moved / "checkpoints" / "best.ckpt") == 1
+    assert again.trainer.checkpoint_callback.best_model_path == str(moved / "checkpoints" / "best.ckpt")
+    assert [v for _, _, v in metric_rows(moved, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7, 0.7, 0.7])
 
 
 @pytest.mark.parametrize(

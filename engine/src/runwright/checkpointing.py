@@ -33,6 +33,35 @@ class RunCheckpoint(ModelCheckpoint):
         folder = os.path.join(self.dirpath, "") if self.dirpath else ""
         return folder + path[len(folder) :].replace("/", "_")
 
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """``ModelCheckpoint``'s, also for a run folder moved since the checkpoint was saved: when this
+        ``dirpath`` is not the saved one but holds the saved ``best_model_path``'s file, the saved files are
+        taken as this folder's (Lightning would keep only the old ``best_model_path``, so the resumed run
+        forgot its best score and wrote ``best-v1.ckpt`` beside ``best.ckpt``)."""
+        saved, best = state_dict.get("dirpath"), state_dict.get("best_model_path") or ""
+        here = Path(self.dirpath or "")
+        if (
+            self.dirpath
+            and saved
+            and saved != self.dirpath
+            and Path(best).parent == Path(saved)
+            and (here / Path(best).name).is_file()
+        ):
+
+            def moved(path: str | None) -> str | None:
+                return str(here / Path(path).name) if path else path
+
+            keys = ("best_model_path", "kth_best_model_path", "last_model_path")
+            state_dict = {
+                **state_dict,
+                "dirpath": self.dirpath,
+                **{k: moved(state_dict.get(k)) for k in keys},
+            }
+            state_dict["best_k_models"] = {
+                moved(k): v for k, v in state_dict.get("best_k_models", {}).items()
+            }
+        super().load_state_dict(state_dict)
+
 
 class BestCheckpoint(RunCheckpoint):
     """The run's best checkpoint (``--checkpoint.*``; ``checkpoints/best.ckpt`` by default): Lightning's
