@@ -155,8 +155,15 @@ def seed_mypy_cache(env: dict[str, str], tmp_path: Path, seed: Path) -> None:
 
 @pytest.fixture(scope="module")
 def baked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every combination of :data:`COMBINATIONS`, generated once for this module."""
-    return {name: bake(tmp_path_factory.mktemp(name), **answers) for name, answers in COMBINATIONS.items()}
+    """Every combination of :data:`COMBINATIONS` by name, generated once for this module when a test first
+    asks for it (``make test-generated SUITE=...`` needs one)."""
+
+    class Baked(dict[str, Path]):
+        def __missing__(self, name: str) -> Path:
+            self[name] = bake(tmp_path_factory.mktemp(name), **COMBINATIONS[name])
+            return self[name]
+
+    return Baked()
 
 
 @pytest.mark.parametrize("name", list(COMBINATIONS))
