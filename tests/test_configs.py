@@ -58,14 +58,7 @@ def test_every_config_is_listed() -> None:
     assert not GPU_ONLY - set(ALL_CONFIGS)
 
 
-#: Configs whose fast fit still takes long on a CPU (a ResNet on 32x32 images); marked ``slow`` so the
-#: template's bake test can leave them out of the generated repo's suite (the suite here runs them).
-SLOW_CONFIGS = {"experiment/cifar10.yaml"}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONFIGS else n for n in ALL_CONFIGS]
-)
+@pytest.mark.parametrize("name", ALL_CONFIGS)
 def test_config_runs_a_fast_fit(name: str, run_cli: Any, request: pytest.FixtureRequest) -> None:
     if name in LOGGER_PACKAGES:  # a logger preset whose package this repo does not depend on
         pytest.importorskip(
@@ -82,7 +75,8 @@ def test_config_runs_a_fast_fit(name: str, run_cli: Any, request: pytest.Fixture
         ]
     if name in GPU_ONLY:
         args += CPU_SWAP
-    cli = run_cli(*args, "--trainer.fast_dev_run=false")
+    # (after the file: an experiment's own max_epochs would otherwise replace FAST's one epoch)
+    cli = run_cli(*args, "--trainer.fast_dev_run=false", "--trainer.max_epochs=1")
     assert cli.trainer.state.finished, name
     assert (cli.run_dir / "config.yaml").is_file()
 
