@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"
 
 from .base import BaseDataModule, BaseModule, Transformed, channel_mean_std, check_fractions, seeded_split
 from .errors import ConfigError, DataError, ProjectError
