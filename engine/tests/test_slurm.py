@@ -225,7 +225,6 @@ def test_the_same_command_again_in_a_job_continues_its_run_and_after_its_end_doe
 
 # ---------------------------------------------------------------------------- preemption and requeue
 @pytest.mark.slow
-@pytest.mark.xdist_group("uninterrupted")  # (one worker: the reference runs once)
 def test_a_ddp_fit_preempted_twice_mid_epoch_ends_as_the_uninterrupted_run(
     slurm_cluster: SlurmCluster, uninterrupted: Callable[[], Path], workdir: Path
 ) -> None:
@@ -265,7 +264,6 @@ def test_a_ddp_fit_preempted_twice_mid_epoch_ends_as_the_uninterrupted_run(
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("uninterrupted")  # (one worker: the reference runs once)
 def test_a_job_killed_without_warning_restarts_from_its_last_periodic_checkpoint(
     slurm_cluster: SlurmCluster, uninterrupted: Callable[[], Path], workdir: Path
 ) -> None:
