@@ -25,6 +25,14 @@ if TYPE_CHECKING:  # (imported by the fixtures: pytest-xdist's controller proces
     from runwright.cli import ProjectCLI
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long tests (``slow``) first, each group in file order: with ``-n 2`` (xdist's default
+    ``--dist load``: a chunk of the collection to each worker, then more to whichever runs short) the
+    short ones fill the end, so that neither worker waits long for the other's last test (in file order
+    the longest, test_slurm's and test_sweep's, came last)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def first_imports() -> None:
     """Import the libraries that the CLI imports lazily and that set warning filters when first

@@ -4,8 +4,10 @@ the session fixture :func:`slurm_cluster`; ``python slurm_cluster.py`` starts on
 
 Debian's ``slurm-wlm`` and ``munge`` packages (``apt-get install -y slurm-wlm munge``; ``.ci/run``
 installs them when missing), run as root: ``munged`` on a socket of its own, ``slurmctld`` and
-``slurmd`` on free ports with a generated ``slurm.conf``: one node ``<hostname>`` with the machine's
-CPUs in partition ``cpu`` (the default; ``JobRequeue=1``), and partition ``gpu`` of two CLOUD nodes
+``slurmd`` on free ports with a generated ``slurm.conf``: one node ``<hostname>`` with twice the
+machine's CPUs (``config_overrides``: two of the tests' 2-task jobs on a 2-core machine run at once,
+each one's waits beside the other's work) in partition ``cpu`` (the default; ``JobRequeue=1``), and
+partition ``gpu`` of two CLOUD nodes
 with 8 GPUs each, which never run a job but let ``sbatch --test-only`` check a GPU or multi-node script.
 A requeued job waits ``cred_expire`` (5 s, SLURM's minimum) before it starts again. Without the packages
 or root the fixture fails, naming what is missing: a test never skips for it."""
@@ -66,6 +68,7 @@ SlurmdTimeout=300
 InactiveLimit=0
 Waittime=0
 GresTypes=gpu
+SlurmdParameters=config_overrides
 NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
 NodeName=gpu[1-2] NodeAddr=127.0.0.1 Port={cloud_port} CPUs=64 RealMemory=500000 Gres=gpu:8 State=CLOUD
 PartitionName=cpu Nodes={host} Default=YES MaxTime=INFINITE State=UP
@@ -146,7 +149,7 @@ class SlurmCluster:
                 ctld_port=free_port(),
                 slurmd_port=free_port(),
                 cloud_port=free_port(),
-                cpus=os.cpu_count() or 1,
+                cpus=2 * (os.cpu_count() or 1),
             )
         )
         munge = self.folder / "munge"
@@ -178,20 +181,23 @@ class SlurmCluster:
         self.processes.append(name)
 
     def stop(self) -> None:
-        """Cancel every job, stop the daemons (SIGTERM, by their pid files)."""
+        """Cancel every job, stop the daemons (SIGTERM to all three at once, by their pid files: each
+        takes about 2 s to end) and wait up to 10 s for them."""
         if "slurmd" in self.processes:  # (its job steps end with it)
             self.run("scancel", "--user=root", check=False)
             end = time.monotonic() + 40
             while self.run("squeue", "-h", check=False).stdout.strip() and time.monotonic() < end:
                 time.sleep(0.5)
+        pids = []
         for pid_file in ("slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
-            path = self.folder / pid_file
             try:
-                pid = int(path.read_text())
+                pid = int((self.folder / pid_file).read_text())
                 os.kill(pid, signal.SIGTERM)
             except (OSError, ValueError):
                 continue
-            end = time.monotonic() + 10
+            pids.append(pid)
+        end = time.monotonic() + 10
+        for pid in pids:
             while time.monotonic() < end:
                 try:
                     os.kill(pid, 0)

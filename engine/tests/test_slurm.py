@@ -14,7 +14,7 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -100,12 +100,20 @@ def losses(run_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The run folder of :data:`FIT` submitted once and never interrupted."""
+def uninterrupted(
+    slurm_cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[], Path]:
+    """:data:`FIT` submitted once and never interrupted, when a test first asks for it (so that it runs
+    beside that test's own job: the test cluster's node has room for both); calling it waits for the
+    job's end and returns its run folder."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     job_id = submit(slurm_cluster, folder, *FIT)
-    assert finished(slurm_cluster, job_id)["JobState"] == "COMPLETED"
-    return folder / "logs" / f"slurm-{job_id}"
+
+    def run_folder() -> Path:
+        assert finished(slurm_cluster, job_id)["JobState"] == "COMPLETED"
+        return folder / "logs" / f"slurm-{job_id}"
+
+    return run_folder
 
 
 # ------------------------------------------------------------------------------------ the scripts
@@ -218,7 +226,7 @@ def test_the_same_command_again_in_a_job_continues_its_run_and_after_its_end_doe
 # ---------------------------------------------------------------------------- preemption and requeue
 @pytest.mark.slow
 def test_a_ddp_fit_preempted_twice_mid_epoch_ends_as_the_uninterrupted_run(
-    slurm_cluster: SlurmCluster, uninterrupted: Path, workdir: Path
+    slurm_cluster: SlurmCluster, uninterrupted: Callable[[], Path], workdir: Path
 ) -> None:
     """The warning signal (``scancel --signal=USR1 --batch``, as SLURM sends it before the time limit)
     at steps 10 and 30: each time every task stops after its current step, rank 0 saves last.ckpt, the
@@ -238,11 +246,12 @@ def test_a_ddp_fit_preempted_twice_mid_epoch_ends_as_the_uninterrupted_run(
     assert [p.name for p in (workdir / "logs").iterdir()] == [run.name], "one run folder"
     parts = sorted((run / "wandb").glob("offline-run-*"))
     assert len(parts) == 3 and len({part.name.rsplit("-", 1)[1] for part in parts}) == 1, parts
-    assert logged_steps(run) == logged_steps(uninterrupted) == list(range(STEPS))
-    last, reference = run / "checkpoints" / "last.ckpt", uninterrupted / "checkpoints" / "last.ckpt"
+    reference_run = uninterrupted()
+    assert logged_steps(run) == logged_steps(reference_run) == list(range(STEPS))
+    last, reference = run / "checkpoints" / "last.ckpt", reference_run / "checkpoints" / "last.ckpt"
     assert load_step(last) == load_step(reference)
     assert_same_weights(ckpt_weights(last), ckpt_weights(reference))
-    assert losses(run) == losses(uninterrupted)
+    assert losses(run) == losses(reference_run)
 
     before = hashes(run)
     slurm_cluster.run("scontrol", "requeue", job_id)  # e.g. a warning that came as the run ended
@@ -256,7 +265,7 @@ def test_a_ddp_fit_preempted_twice_mid_epoch_ends_as_the_uninterrupted_run(
 
 @pytest.mark.slow
 def test_a_job_killed_without_warning_restarts_from_its_last_periodic_checkpoint(
-    slurm_cluster: SlurmCluster, uninterrupted: Path, workdir: Path
+    slurm_cluster: SlurmCluster, uninterrupted: Callable[[], Path], workdir: Path
 ) -> None:
     """Every task SIGKILLed at step 12 (a node failure: no warning, no checkpoint of its own); requeued
     as SLURM requeues a job after a node failure, it continues from the last.ckpt of step 10
@@ -274,7 +283,7 @@ def test_a_job_killed_without_warning_restarts_from_its_last_periodic_checkpoint
     assert (job["JobState"], job["Restarts"]) == ("COMPLETED", "1"), out[-5000:]
     assert out.count(f"--ckpt_path: {last}") == 1
     assert logged_steps(run) == list(range(STEPS))
-    assert_same_weights(ckpt_weights(last), ckpt_weights(uninterrupted / "checkpoints" / "last.ckpt"))
+    assert_same_weights(ckpt_weights(last), ckpt_weights(uninterrupted() / "checkpoints" / "last.ckpt"))
 
 
 def load_step(path: Path) -> int:
