@@ -83,6 +83,23 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     assert [v for _, _, v in metric_rows(moved, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7, 0.7, 0.7])
 
 
+def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_the_validation_after_it(
+    run_cli: RunCLI,
+) -> None:
+    """``last.ckpt`` saved every training step (``--last_checkpoint.every_n_train_steps=1``) is saved again
+    after a validation at its step, so a resume (here of the moved run folder) continues from that
+    validation's best score: a worse later epoch leaves ``best.ckpt`` (epoch 1) alone."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
+    args += ["--last_checkpoint.every_n_train_steps=1"]
+    first = run_cli("fit", *args, "--trainer.max_epochs=2")
+    moved = first.run_dir.rename(first.run_dir.with_name("moved"))
+    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
+    folder = moved / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert epoch_of(folder / "best.ckpt") == 1 and epoch_of(folder / "last.ckpt") == 3
+    assert [v for _, _, v in metric_rows(moved, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7, 0.7])
+
+
 @pytest.mark.parametrize(
     "args, line",
     [
