@@ -253,13 +253,6 @@ class LastCheckpoint(RunCheckpoint):
     with the same settings (e.g. one that keeps every epoch) can be added next to it.
     """
 
-    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Save as ``ModelCheckpoint`` does; with a step or time trigger that saved at this step, before a
-        validation within the epoch, save again, so that a resume continues from its best score."""
-        super().on_validation_end(trainer, pl_module)
-        if private.step_or_time_trigger(self) is not None:
-            private.save_again(self, trainer)
-
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step; with a
         step or time trigger that saved at this step, save again (after the epoch's validation and the
