@@ -84,12 +84,13 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
 
 
 def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_the_validation_after_it(
-    run_cli: RunCLI,
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``last.ckpt`` saved every training step (``--last_checkpoint.every_n_train_steps=1``) is saved again
     after a validation at its step, so a resume (here of the moved run folder) continues from that
     validation's best score: a worse later epoch leaves ``best.ckpt`` (epoch 1) alone. A resume with
-    ``--checkpoint.dirpath`` set to a new, empty folder starts without a best there, as Lightning's does."""
+    ``--checkpoint.dirpath`` set to a new, empty folder starts without a best there, as Lightning's does;
+    ``--ckpt_path best`` then takes that folder's."""
     args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65,0.6]", "--model.lr_scheduler=null"]
     args += ["--last_checkpoint.every_n_train_steps=1"]
     first = run_cli("fit", *args, "--trainer.max_epochs=2")
@@ -103,6 +104,9 @@ def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_the_validati
     elsewhere = moved.parent / "elsewhere"
     run_cli("fit", *args, "--trainer.max_epochs=5", f"--checkpoint.dirpath={elsewhere}", "--ckpt_path=last")
     assert epoch_of(elsewhere / "best.ckpt") == 4 and hashes(folder)["best.ckpt"] == best
+    capsys.readouterr()
+    run_cli("test", "--ckpt_path=best")  # the run's best is the one in its --checkpoint.dirpath
+    assert f"--ckpt_path: {elsewhere / 'best.ckpt'}" in capsys.readouterr().out.splitlines()
 
 
 def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_a_validation_within_the_epoch(
