@@ -203,7 +203,8 @@ def test_keyword_inputs_export_with_their_example_and_without_one_stop_with_one_
     from helpers import KeywordInputs
 
     model = KeywordInputs()
-    with pytest.raises(ConfigError, match=r"cannot tell its inputs .*; set self\.example_input_array"):
+    fix = r"KeywordInputs: the engine cannot tell its inputs from the test batches; set self\.example_input"
+    with pytest.raises(ConfigError, match=fix):
         rebuild.model_inputs(model, next(iter(model.test_dataloader())))
     args = ["--model=helpers.KeywordInputs", "--data=null", "--checkpoint.monitor=val_loss"]
     run_cli("fit", *args, "--model.example=true")

@@ -83,6 +83,47 @@ def test_resume_continues_the_run_in_its_folder_with_its_best_so_far(
     assert [v for _, _, v in metric_rows(moved, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7, 0.7, 0.7])
 
 
+def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_the_validation_after_it(
+    run_cli: RunCLI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``last.ckpt`` saved every training step (``--last_checkpoint.every_n_train_steps=1``) is saved again
+    after a validation at its step, so a resume (here of the moved run folder) continues from that
+    validation's best score: a worse later epoch leaves ``best.ckpt`` (epoch 1) alone. A resume with
+    ``--checkpoint.dirpath`` set to a new, empty folder starts without a best there, as Lightning's does;
+    ``--ckpt_path best`` then takes that folder's."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65,0.6]", "--model.lr_scheduler=null"]
+    args += ["--last_checkpoint.every_n_train_steps=1"]
+    first = run_cli("fit", *args, "--trainer.max_epochs=2")
+    moved = first.run_dir.rename(first.run_dir.with_name("moved"))
+    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
+    folder = moved / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert epoch_of(folder / "best.ckpt") == 1 and epoch_of(folder / "last.ckpt") == 3
+    assert [v for _, _, v in metric_rows(moved, "best/val/acc")] == pytest.approx([0.5, 0.7, 0.7, 0.7])
+    best = hashes(folder)["best.ckpt"]
+    elsewhere = moved.parent / "elsewhere"
+    run_cli("fit", *args, "--trainer.max_epochs=5", f"--checkpoint.dirpath={elsewhere}", "--ckpt_path=last")
+    assert epoch_of(elsewhere / "best.ckpt") == 4 and hashes(folder)["best.ckpt"] == best
+    capsys.readouterr()
+    run_cli("test", "--ckpt_path=best")  # the run's best is the one in its --checkpoint.dirpath
+    assert f"--ckpt_path: {elsewhere / 'best.ckpt'}" in capsys.readouterr().out.splitlines()
+
+
+def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_a_validation_within_the_epoch(
+    run_cli: RunCLI,
+) -> None:
+    """The same for a validation within the epoch (``--trainer.val_check_interval=1``) at the step a run
+    stopped at (``--trainer.max_steps=3``): the resume keeps its best (0.7, step 3)."""
+    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
+    args += ["--last_checkpoint.every_n_train_steps=1", "--trainer.val_check_interval=1"]
+    first = run_cli("fit", *args, "--trainer.max_epochs=4", "--trainer.max_steps=3")
+    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
+    best = torch.load(first.run_dir / "checkpoints" / "best.ckpt", weights_only=True, map_location="cpu")
+    assert best["global_step"] == 3
+    best_so_far = [v for _, _, v in metric_rows(first.run_dir, "best/val/acc")]
+    assert best_so_far == pytest.approx([0.5, 0.7, 0.7, 0.7])
+
+
 @pytest.mark.parametrize(
     "args, line",
     [

@@ -28,6 +28,7 @@ from support import (
     step_losses,
 )
 
+from runwright import runs
 from runwright.callbacks import LineProgressBar
 from runwright.runs import SaveConfig
 
@@ -276,3 +277,14 @@ def test_grad_norm_rows_hold_their_own_steps_norm_also_after_a_resume(run_cli: R
         assert value == pytest.approx(norms[step], rel=1e-5), step
     resumed = run_cli("fit", *args, "--run_name=resumed", f"--ckpt_path={workdir}/steps/step=5.ckpt")
     assert logged(resumed.run_dir) == {s: v for s, v in logged(full.run_dir).items() if s >= 5}
+
+
+def test_a_continued_run_keeps_the_metrics_csv_rows_before_its_checkpoints_step(tmp_path: Path) -> None:
+    """``keep_metrics_csv`` keeps the rows logged before the checkpoint's step, in order, and drops those
+    at or after it (logged after the checkpoint was saved; the continued run logs them again)."""
+    (tmp_path / "metrics.csv").write_text("epoch,step,a\n0,0,1.5\n0,1,2.5\n0,2,3.5\n1,3,4.5\n")
+    logger = CSVLogger(tmp_path, name="", version="")
+    runs.keep_metrics_csv(logger, last_step=2)
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        rows = [(row["step"], row["a"]) for row in csv.DictReader(handle)]
+    assert rows == [("0", "1.5"), ("1", "2.5")]

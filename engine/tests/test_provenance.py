@@ -17,6 +17,7 @@ import yaml
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from support import FAST, RunCLI, checkpoint_model, kept_environ, project_cli, run_dirs, run_main, run_module
 
+import runwright
 from runwright import provenance
 
 GIT = ["git", "-c", "user.name=Test", "-c", "user.email=test@example.com"]
@@ -78,6 +79,7 @@ def test_outside_git_it_says_so_and_versions_are_the_imported_ones(run_cli: RunC
         "git": "not a git checkout",
     }
     found = facts["versions"]
+    assert found["runwright"] == runwright.__version__
     assert found["torch"] == torch.__version__ and found["torch_cuda"] == torch.version.cuda
     assert found["lightning"] == lightning.__version__
     assert found["torchmetrics"] == torchmetrics.__version__

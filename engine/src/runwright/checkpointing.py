@@ -254,10 +254,14 @@ class LastCheckpoint(RunCheckpoint):
     """
 
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
-        """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step."""
+        """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step; with a
+        step or time trigger that saved at this step, save again (after the epoch's validation and the
+        best checkpoint's choice, which a resume continues from)."""
         super().on_train_epoch_end(trainer, pl_module)
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
             private.save_unless_saved(self, trainer)
+        elif private.step_or_time_trigger(self) is not None:
+            private.save_again(self, trainer)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Save the run's last step, unless saved at it (or turned off)."""

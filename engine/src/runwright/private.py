@@ -41,6 +41,7 @@ PRIVATE_ATTRIBUTES = (
     ("ModelCheckpoint", "_should_skip_saving_checkpoint", "whether it saved at this step (or must not save)"),
     ("ModelCheckpoint", "_save_topk_checkpoint", "save last.ckpt at the run's end, as its triggers save it"),
     ("ModelCheckpoint", "_monitor_candidates", "the values a save formats and scores"),
+    ("ModelCheckpoint", "_last_global_step_saved", "whether it saved at this step, before a validation"),
     ("Trainer", "_results", "what the model logged with sync_dist=True (DDP evaluation)"),
     ("Trainer", "_logger_connector", "the loggers' rows: the engine's values, metrics.csv"),
     ("ArgumentParser", "_parse_known_args_internal", "the arguments no option took, for 'did you mean'"),
@@ -141,6 +142,14 @@ def save_unless_saved(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
     """Save ``checkpoint``'s file now, as its triggers save it, unless it saved at this step already (or
     must not save now: outside ``fit``, in the sanity check, with ``fast_dev_run``)."""
     if not checkpoint._should_skip_saving_checkpoint(trainer):
+        checkpoint._save_topk_checkpoint(trainer, checkpoint._monitor_candidates(trainer))
+
+
+def save_again(checkpoint: ModelCheckpoint, trainer: Trainer) -> None:
+    """Save ``checkpoint``'s file again when it saved at this step of ``fit`` already (not in the sanity
+    check), so that the file holds what ran since at this step (e.g. a validation and its best score)."""
+    fitting = trainer.state.fn == "fit" and not trainer.sanity_checking
+    if fitting and checkpoint._last_global_step_saved == trainer.global_step:
         checkpoint._save_topk_checkpoint(trainer, checkpoint._monitor_candidates(trainer))
 
 

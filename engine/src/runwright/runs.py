@@ -217,8 +217,9 @@ def unlock_run(folder: int) -> None:
 def best_checkpoint_of(last: Path) -> Path:
     """The best checkpoint of the run whose ``last.ckpt`` is ``last``: the ``best_model_path`` that the
     run's own :class:`~runwright.checkpointing.BestCheckpoint` recorded, looked up in the same folder
-    (the run may have moved). Right for any ``save_top_k`` and ``checkpoint.filename``; a user's own
-    ``ModelCheckpoint`` is never taken for it.
+    (the run may have moved), or as recorded when it was saved in its own ``--checkpoint.dirpath``.
+    Right for any ``save_top_k`` and ``checkpoint.filename``; a user's own ``ModelCheckpoint`` is never
+    taken for it.
 
     Raises:
         CheckpointError: ``last`` does not exist, records no best checkpoint, or that file is gone.
@@ -233,7 +234,9 @@ def best_checkpoint_of(last: Path) -> Path:
             "use --ckpt_path last, the end of its latest epoch, or pass a checkpoint file"
         )
     path, folder = Path(records[0]["best_model_path"]), records[0].get("dirpath")
-    best = last.parent / (path.relative_to(folder) if folder and path.is_relative_to(folder) else path.name)
+    own = any(v.get("dirpath") != folder for k, v in state.items() if k.startswith("LastCheckpoint"))
+    inside = folder and path.is_relative_to(folder)
+    best = path if own else last.parent / (path.relative_to(folder) if inside else path.name)
     if not best.is_file():
         raise CheckpointError(f"--ckpt_path=best: {best}, the best checkpoint its run recorded, is gone")
     return best
