@@ -109,19 +109,45 @@ def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_the_validati
     assert f"--ckpt_path: {elsewhere / 'best.ckpt'}" in capsys.readouterr().out.splitlines()
 
 
-def test_a_resume_from_a_periodic_last_checkpoint_keeps_the_best_of_a_validation_within_the_epoch(
-    run_cli: RunCLI,
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--trainer.limit_train_batches=4", "--trainer.val_check_interval=2", "--trainer.max_steps=6"],
+        ["--trainer.max_steps=3"],
+        [
+            "--trainer.limit_train_batches=3",
+            "--last_checkpoint.every_n_train_steps=2",
+            "--trainer.max_steps=4",
+        ],
+    ],
+    ids=["validation-within-the-epoch", "no-validation", "every-2-steps"],
+)
+def test_a_resume_from_a_periodic_last_checkpoint_of_a_stop_within_the_epoch_ends_as_the_uninterrupted_run(
+    args: list[str], run_cli: RunCLI
 ) -> None:
-    """The same for a validation within the epoch (``--trainer.val_check_interval=1``) at the step a run
-    stopped at (``--trainer.max_steps=3``): the resume keeps its best (0.7, step 3)."""
-    args = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
-    args += ["--last_checkpoint.every_n_train_steps=1", "--trainer.val_check_interval=1"]
-    first = run_cli("fit", *args, "--trainer.max_epochs=4", "--trainer.max_steps=3")
-    run_cli("fit", *args, "--trainer.max_epochs=4", "--ckpt_path=last")
-    best = torch.load(first.run_dir / "checkpoints" / "best.ckpt", weights_only=True, map_location="cpu")
-    assert best["global_step"] == 3
-    best_so_far = [v for _, _, v in metric_rows(first.run_dir, "best/val/acc")]
-    assert best_so_far == pytest.approx([0.5, 0.7, 0.7, 0.7])
+    """A run with a periodic ``last.ckpt`` (``--last_checkpoint.every_n_train_steps``) stopped within an
+    epoch (``--trainer.max_steps``), after a validation there or not, resumes within that epoch (its last
+    batches are trained, not skipped) with that validation's best score: it ends as the uninterrupted run
+    (the training steps and losses, ``best.ckpt``'s step, ``last.ckpt``'s weights bit for bit)."""
+    common = [*SCRIPTED, "--model.scores=[0.5,0.7,0.6,0.65]", "--model.lr_scheduler=null"]
+    common += ["--last_checkpoint.every_n_train_steps=1", "--trainer.max_epochs=3"]
+    full = run_cli("fit", *common, *args[:-1], "--run_name=full").run_dir
+    part = run_cli("fit", *common, *args, "--run_name=part").run_dir
+    run_cli("fit", *common, *args[:-1], f"--ckpt_path={part / 'checkpoints' / 'last.ckpt'}")
+    for key in ("train/loss", "val/acc"):
+        assert metric_rows(part, key) == metric_rows(full, key)
+    saved = {
+        run: {
+            name: torch.load(run / "checkpoints" / name, weights_only=True)
+            for name in ("best.ckpt", "last.ckpt")
+        }
+        for run in (full, part)
+    }
+    assert saved[part]["best.ckpt"]["global_step"] == saved[full]["best.ckpt"]["global_step"]
+    last = saved[part]["last.ckpt"]["state_dict"]
+    assert all(
+        torch.equal(value, last[name]) for name, value in saved[full]["last.ckpt"]["state_dict"].items()
+    )
 
 
 @pytest.mark.parametrize(

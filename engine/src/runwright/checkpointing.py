@@ -253,14 +253,28 @@ class LastCheckpoint(RunCheckpoint):
     with the same settings (e.g. one that keeps every epoch) can be added next to it.
     """
 
+    def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        """Save as ``ModelCheckpoint`` does; with a step or time trigger that saved at this step, before a
+        validation within the epoch, save again, so that a resume continues from its best score."""
+        super().on_validation_end(trainer, pl_module)
+        if (
+            private.step_or_time_trigger(self) is not None
+            and not trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+        ):
+            private.save_again(self, trainer)
+
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         """Save at the epoch's end (if it is an ``every_n_epochs``-th), unless saved at this step; with a
-        step or time trigger that saved at this step, save again (after the epoch's validation and the
-        best checkpoint's choice, which a resume continues from)."""
+        step or time trigger that saved at the epoch's last step, save again (after the epoch's
+        validation and the best checkpoint's choice, which a resume continues from). Not after a stop
+        within the epoch (``max_steps``): a file saved here resumes at the next epoch."""
         super().on_train_epoch_end(trainer, pl_module)
         if self.every_n_epochs and (trainer.current_epoch + 1) % self.every_n_epochs == 0:
             private.save_unless_saved(self, trainer)
-        elif private.step_or_time_trigger(self) is not None:
+        elif (
+            private.step_or_time_trigger(self) is not None
+            and trainer.fit_loop.epoch_loop.batch_progress.is_last_batch
+        ):
             private.save_again(self, trainer)
 
     def on_train_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
